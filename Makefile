@@ -1,0 +1,77 @@
+# The tracemalloc fork of CPython 3.11.2.  `make help` lists the targets.
+#
+# build/pristine  upstream 3.11.2, extracted from the verified tarball
+# build/src       pristine + our files + Tools/fork/patches (the series)
+# build/obj       the out-of-tree build; ./python points at build/obj/python
+
+BUILD_DIR   := $(CURDIR)/build
+OBJ_DIR     := $(BUILD_DIR)/obj
+SRC_DIR     := $(BUILD_DIR)/src
+FORK_PYTHON := $(CURDIR)/python
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX      ?= /usr/local
+CACHE_DIR   := $(shell . Tools/fork/pin.sh && echo $$FORK_CACHE)
+# Shared by the fork's build and the pristine build of `make bench`, so that
+# both are compiled alike.
+CONFIGURE_FLAGS ?=
+export BUILD_DIR
+
+.PHONY: all build help demo test deps prepare check-patches refresh-patches \
+        new-patch install clean distclean
+
+all: build
+
+help:
+	@echo "make                 build ./python (pristine 3.11.2 + our files + patches)"
+	@echo "make demo            build, then show a leak found under -X tracemalloc=25"
+	@echo "make test            build, then run the conformance, fork and regression tests"
+	@echo "make check-patches   apply the series to a fresh pristine tree, zero fuzz"
+	@echo "make refresh-patches regenerate the patches from edits in build/src"
+	@echo "make new-patch NAME=slug FILES='upstream/file ...'   start a new patch"
+	@echo "make install PREFIX=/opt/python-tm   install the fork"
+	@echo "make bench | bench-quick   fork vs pristine 3.11.2 benchmarks"
+	@echo "make clean | distclean"
+
+deps:
+	@Tools/fork/deps.sh
+
+prepare: deps
+	@Tools/fork/prepare-tree.sh
+
+$(OBJ_DIR)/Makefile: | prepare
+	mkdir -p $(OBJ_DIR)
+	cd $(OBJ_DIR) && $(SRC_DIR)/configure --prefix=$(PREFIX) $(CONFIGURE_FLAGS) > configure.log \
+	    || { tail -n 30 configure.log; exit 1; }
+
+build: prepare $(OBJ_DIR)/Makefile
+	$(MAKE) -C $(OBJ_DIR) -j$(JOBS) -s
+	@ln -sfn build/obj/python $(FORK_PYTHON)
+	@$(FORK_PYTHON) -c "import ssl, ctypes, zlib, sqlite3, lzma, bz2, readline, uuid, dbm.gnu" \
+	    || { echo "build: some stdlib extension modules are missing" >&2; exit 1; }
+
+demo: build
+	@Tools/fork/demo.sh $(FORK_PYTHON)
+
+test: build
+	@$(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS)
+
+check-patches:
+	@Tools/fork/check-patches.sh
+
+refresh-patches:
+	@Tools/fork/refresh-patches.sh
+
+new-patch:
+	@Tools/fork/new-patch.sh $(NAME) $(FILES)
+
+install: build
+	$(MAKE) -C $(OBJ_DIR) install prefix=$(PREFIX) exec_prefix=$(PREFIX)
+
+clean:
+	-$(MAKE) -C $(OBJ_DIR) clean
+	rm -f $(FORK_PYTHON)
+
+distclean:
+	rm -rf $(BUILD_DIR) $(FORK_PYTHON)
+
+-include Tools/bench/bench.mk

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# new-patch.sh SLUG FILE...: start a new patch at the end of the series that
+# owns FILE... (already edited in build/src), with a header to fill in.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+[ $# -ge 2 ] || { echo "usage: make new-patch NAME=slug FILES='path ...'" >&2; exit 2; }
+slug=$1; shift
+last=$("$here/series.sh" | tail -n1 | cut -c1-4)
+num=$(printf '%04d' $((10#${last:-0} + 1)))
+name=$num-$slug.patch
+{
+    echo "Description: TODO say why this change to upstream exists"
+    echo "Forwarded: not-needed"
+    echo
+    for f in "$@"; do echo "+++ b/$f"; done
+} > "$here/patches/$name"
+echo "$name" >> "$here/patches/series"
+"$here/refresh-patches.sh"
+echo "created Tools/fork/patches/$name: now write its Description header"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Regenerate every patch of the series from the edits made in build/src.
+# Each patch keeps its header (everything before its first diff) and is
+# rebuilt as a diff of its files, pristine against build/src.  A file belongs
+# to exactly one patch.  Edited upstream files that no patch owns are listed,
+# with the command that starts a new patch for them.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=${BUILD_DIR:-$repo/build}
+pristine=$build/pristine
+src=$build/src
+[ -d "$src" ] || { echo "refresh-patches: no build tree; run make first" >&2; exit 1; }
+
+# diff_file REL: unified diff of one file, pristine -> build/src.
+diff_file() {
+    local rel=$1 old=$pristine/$1 new=$src/$1 la=a/$1
+    [ -e "$old" ] || { old=/dev/null; la=/dev/null; }
+    diff -u --label "$la" --label "b/$rel" "$old" "$new" || [ $? -eq 1 ]
+}
+
+declare -A owner=()
+while read -r p; do
+    file=$here/patches/$p
+    mapfile -t files < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$file")
+    for f in "${files[@]}"; do
+        [ -z "${owner[$f]:-}" ] || { echo "refresh-patches: $f is in both ${owner[$f]} and $p" >&2; exit 1; }
+        owner[$f]=$p
+    done
+    {
+        sed -n '/^--- /q;p' "$file"
+        for f in "${files[@]}"; do diff_file "$f"; done
+    } > "$file.new"
+    if cmp -s "$file" "$file.new"; then
+        rm -f "$file.new"
+    else
+        mv "$file.new" "$file"
+        echo "refreshed $p"
+    fi
+done < <("$here/series.sh")
+
+# Edits in build/src that nothing owns would be lost at the next re-layout.
+mapfile -t overlay < <(cd "$repo" && "$here/list-overlay.sh")
+for f in "${overlay[@]}"; do owner[$f]=ours; done
+diff -rq "$pristine" "$src" 2>/dev/null | sed -n 's|^Files '"$pristine"'/\(.*\) and .* differ$|\1|p' |
+while read -r f; do
+    case "${owner[$f]:-}" in
+        "") echo "refresh-patches: warning: $f is edited in build/src but no patch owns it;"
+            echo "  start one with: make new-patch NAME=short-slug FILES=$f" ;;
+    esac
+done >&2
+for f in "${overlay[@]}"; do
+    if [ -e "$src/$f" ] && ! cmp -s "$repo/$f" "$src/$f"; then
+        echo "refresh-patches: warning: build/src/$f differs from the repo's $f;" \
+             "our files are edited in the repo, not in build/src" >&2
+    fi
+done
