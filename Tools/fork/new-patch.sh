@@ -12,7 +12,7 @@ name=$num-$slug.patch
     echo "Description: TODO say why this change to upstream exists"
     echo "Forwarded: not-needed"
     echo
-    for f in "$@"; do echo "+++ b/$f"; done
+    for f in "$@"; do printf -- '--- a/%s\n+++ b/%s\n' "$f" "$f"; done
 } > "$here/patches/$name"
 echo "$name" >> "$here/patches/series"
 "$here/refresh-patches.sh"

@@ -79,8 +79,9 @@ for f in "${overlay[@]}"; do now[$f]=1; sync_one "$repo/$f" "$f"; done
 for f in "${patched[@]}"; do now[$f]=1; sync_one "$stage/$f" "$f"; done
 if [ -f "$manifest" ]; then
     while read -r f; do
+        [ -n "$f" ] || continue
         [ -n "${now[$f]:-}" ] || sync_one "$pristine/$f" "$f"
     done < "$manifest"
 fi
-printf '%s\n' "${!now[@]}" | sort > "$manifest.new"
+{ [ ${#now[@]} -eq 0 ] || printf '%s\n' "${!now[@]}"; } | sort > "$manifest.new"
 mv "$manifest.new" "$manifest"

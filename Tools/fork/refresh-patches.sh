@@ -22,7 +22,7 @@ diff_file() {
 declare -A owner=()
 while read -r p; do
     file=$here/patches/$p
-    mapfile -t files < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$file")
+    mapfile -t files < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$file" | awk '!seen[$0]++')
     for f in "${files[@]}"; do
         [ -z "${owner[$f]:-}" ] || { echo "refresh-patches: $f is in both ${owner[$f]} and $p" >&2; exit 1; }
         owner[$f]=$p
@@ -42,7 +42,7 @@ done < <("$here/series.sh")
 # Edits in build/src that nothing owns would be lost at the next re-layout.
 mapfile -t overlay < <(cd "$repo" && "$here/list-overlay.sh")
 for f in "${overlay[@]}"; do owner[$f]=ours; done
-diff -rq "$pristine" "$src" 2>/dev/null | sed -n 's|^Files '"$pristine"'/\(.*\) and .* differ$|\1|p' |
+{ diff -rq "$pristine" "$src" 2>/dev/null || true; } | sed -n 's|^Files '"$pristine"'/\(.*\) and .* differ$|\1|p' |
 while read -r f; do
     case "${owner[$f]:-}" in
         "") echo "refresh-patches: warning: $f is edited in build/src but no patch owns it;"

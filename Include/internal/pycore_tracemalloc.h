@@ -1,0 +1,177 @@
+#ifndef Py_INTERNAL_TRACEMALLOC_H
+#define Py_INTERNAL_TRACEMALLOC_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+/* The tracing engine of the tracemalloc fork: cross-file internals.
+ *
+ *  file                              concern
+ *  --------------------------------  -----------------------------------------
+ *  Objects/obmalloc.c (patch)        hooks at the allocator API entry points
+ *  Objects/obmalloc_tracemalloc.h    trace slots of pymalloc pools (included
+ *                                    into obmalloc.c: it needs pool internals)
+ *  Python/tracemalloc_store.c        trace store: pool slots + one table for
+ *                                    everything else, totals, the engine lock
+ *  Python/tracemalloc_cct.c          call-context tree: interned tracebacks,
+ *                                    the per-frame cache of the caller's node
+ *  Modules/_tracemalloc.c            start/stop, the C API, the _tracemalloc
+ *                                    module (export to Python)
+ *
+ * Only the mem and obj domains reach pymalloc, always with the GIL held; the
+ * raw domain and PyTraceMalloc_Track() may run without it.  Every structure
+ * below is protected by the engine lock (_PyTraceMalloc_Lock()).  The engine
+ * never allocates through a traced API: its memory comes from malloc().
+ */
+
+#include <stdint.h>
+#include "pycore_pymem.h"          // _Py_tracemalloc_config
+
+/* Trace domain of the Python allocators (upstream's DEFAULT_DOMAIN). */
+#define _PyTraceMalloc_DEFAULT_DOMAIN 0
+
+/* A node of the call-context tree; 0 is the empty traceback (no Python
+   frame), reported as ('<unknown>', 0) like upstream. */
+typedef uint32_t _PyTraceMalloc_Node;
+
+/* One trace of a pymalloc block, in the slot array of its pool. */
+typedef struct {
+    _PyTraceMalloc_Node node;   /* 0: the block is not traced */
+    uint32_t size;              /* requested size (at most 512) */
+} _PyTraceMalloc_Slot;
+
+/* ---- hooks: Objects/obmalloc.c ----------------------------------------- */
+/* Record a new block.  On bookkeeping failure the block is freed with
+   ALLOC->free and NULL returned, so the caller sees an allocation failure,
+   as with upstream.  GIL_HELD is 0 for the raw domain, which may be called
+   without the GIL: the traceback is then read from this thread's own
+   frames, which no other thread can change. */
+PyAPI_FUNC(void *) _PyTraceMalloc_OnAlloc(void *ptr, size_t size,
+                                          int gil_held,
+                                          PyMemAllocatorEx *alloc);
+/* Forget a block that is about to be freed (before the free, while its
+   pool header is still readable). */
+PyAPI_FUNC(void) _PyTraceMalloc_OnFree(void *ptr);
+/* realloc() through ALLOC with the trace moved to the new block. */
+PyAPI_FUNC(void *) _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc,
+                                          void *ptr, size_t size,
+                                          int gil_held);
+
+/* The hot path of every traced API: one predictable branch when tracing is
+   off; out of line (and rare) work when it is on. */
+static inline void *
+_PyTraceMalloc_Traced(void *ptr, size_t size, PyMemAllocatorEx *alloc,
+                      int gil_held)
+{
+    if (_Py_tracemalloc_config.tracing && ptr != NULL) {
+        return _PyTraceMalloc_OnAlloc(ptr, size, gil_held, alloc);
+    }
+    return ptr;
+}
+
+/* Objects/codeobject.c: a code object dies; cached lines keyed by its
+   address must not be reused. */
+extern void _PyTraceMalloc_CodeFreed(void *code);
+
+/* ---- pool slots: Objects/obmalloc_tracemalloc.h ------------------------ */
+/* The slot of P when P lies in a pymalloc pool, else NULL.  With CREATE,
+   the pool's slot array is made on demand; *NOMEM is set if that fails. */
+extern _PyTraceMalloc_Slot *_PyTraceMalloc_PoolSlot(const void *p, int create,
+                                                    int *nomem);
+/* Adjust the live count of P's pool after its slot filled (+1) or
+   emptied (-1). */
+extern void _PyTraceMalloc_PoolSlotLive(const void *p, int delta);
+/* Called by obmalloc before an arena goes back to the OS. */
+extern void _PyTraceMalloc_ArenaFreed(uintptr_t arena_base,
+                                      uintptr_t carved_end);
+/* Visit every live slot (under the lock). */
+typedef int (*_PyTraceMalloc_SlotVisitor)(const _PyTraceMalloc_Slot *slot,
+                                          void *arg);
+extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit,
+                                           void *arg);
+extern void _PyTraceMalloc_PoolSlotsClear(void);
+extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
+/* Full check: no free block of any pool keeps a trace; returns the number
+   of live slots and their total size, or -1 with *WHY set. */
+extern int64_t _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size,
+                                             const char **why);
+
+/* ---- call-context tree: Python/tracemalloc_cct.c ----------------------- */
+/* Node of the current thread's current position (lock held). */
+extern _PyTraceMalloc_Node _PyTraceMalloc_CurrentNode_unlocked(
+    PyThreadState *tstate);
+extern uint32_t _PyTraceMalloc_NodeCount(void);
+extern int _PyTraceMalloc_CCTStart_unlocked(void);
+extern void _PyTraceMalloc_CCTReset_unlocked(void);
+extern size_t _PyTraceMalloc_CCTMemory_unlocked(void);
+/* A reader's view of node storage.  Taken with the GIL held after copying
+   the traces: it keeps every node those traces name readable without the
+   lock, even if clear_traces() or stop() runs (from a finalizer, say)
+   before the reader is done with it. */
+#define _PyTraceMalloc_CCT_NCHUNKS 22
+typedef struct {
+    const void *chunks[_PyTraceMalloc_CCT_NCHUNKS];
+    uint32_t nnodes;            /* node ids below this are readable */
+} _PyTraceMalloc_CCTView;
+extern void _PyTraceMalloc_CCTPin(_PyTraceMalloc_CCTView *view);
+extern void _PyTraceMalloc_CCTUnpin(void);
+extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
+                                   _PyTraceMalloc_Node node,
+                                   _PyTraceMalloc_Node *parent,
+                                   int *lineno, uint32_t *depth,
+                                   const void **filename, int *kind,
+                                   Py_ssize_t *length);
+/* Current generation of frame caches (bumped by every reset). */
+extern uint32_t _PyTraceMalloc_cct_generation;
+
+/* ---- engine: Python/tracemalloc.c ------------------------------------- */
+extern int _PyTraceMalloc_Start(int max_nframe);
+extern void _PyTraceMalloc_Stop(void);
+extern void _PyTraceMalloc_ClearTraces(void);
+extern PyObject *_PyTraceMalloc_GetObjectTraceback(PyObject *obj);
+/* Modules/_tracemalloc.c: the frames tuple of a node (GIL held). */
+extern PyObject *_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_Node node);
+
+/* ---- store: Python/tracemalloc_store.c --------------------------------- */
+extern void _PyTraceMalloc_Lock(void);
+extern void _PyTraceMalloc_Unlock(void);
+extern int _PyTraceMalloc_StoreInit(void);
+extern void _PyTraceMalloc_StoreClear_unlocked(void);
+extern int _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
+                                            size_t size,
+                                            _PyTraceMalloc_Node node);
+extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
+                                               uintptr_t ptr);
+extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
+                                            _PyTraceMalloc_Node *node,
+                                            size_t *size);
+extern int _PyTraceMalloc_StoreSetNode_unlocked(unsigned int domain,
+                                                uintptr_t ptr,
+                                                _PyTraceMalloc_Node node);
+typedef struct {
+    unsigned int domain;
+    _PyTraceMalloc_Node node;
+    size_t size;
+} _PyTraceMalloc_TraceCopy;
+/* Copy every trace into a malloc()ed array (lock taken inside). */
+extern int _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces,
+                                    size_t *count);
+extern void _PyTraceMalloc_StoreTotals_unlocked(size_t *current,
+                                                size_t *peak);
+extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
+extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
+extern int _PyTraceMalloc_StoreCheck(char *why, size_t why_size,
+                                     uint64_t *ntraces);
+/* Fault injection for tests: the next N bookkeeping allocations fail. */
+extern void _PyTraceMalloc_FailBookkeeping(int n);
+/* malloc() for the engine's own memory, honouring fault injection. */
+extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* !Py_INTERNAL_TRACEMALLOC_H */

@@ -1,0 +1,360 @@
+/* The tracing engine: hook entry points, start/stop, and the C API.
+ *
+ * The hooks are called from the allocator API entry points in
+ * Objects/obmalloc.c, after the allocator has run, and only when
+ * _Py_tracemalloc_config.tracing is set.  They never allocate through a
+ * traced API and never call PyGILState_Ensure(): the raw domain and
+ * PyTraceMalloc_Track() may run without the GIL, and then read the calling
+ * thread's own frames, which nobody else can change meanwhile.
+ */
+
+#include "Python.h"
+#include "pycore_fileutils.h"     // _Py_write_noraise()
+#include "pycore_frame.h"
+#include "pycore_gc.h"
+#include "pycore_object.h"        // _PyType_PreHeaderSize()
+#include "pycore_pylifecycle.h"
+#include "pycore_pystate.h"       // _PyThreadState_GET()
+#include "pycore_traceback.h"     // _Py_DumpASCII()
+#include "pycore_tracemalloc.h"
+
+/* The thread state whose frames describe the current call: with the GIL,
+   the current one; without it, this thread's own. */
+static inline PyThreadState *
+hook_tstate(int gil_held)
+{
+    if (gil_held) {
+        return _PyThreadState_GET();
+    }
+    return PyGILState_GetThisThreadState();
+}
+
+/* Record PTR; -1 when the bookkeeping could not get memory. */
+static int
+trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
+{
+    PyThreadState *tstate = hook_tstate(gil_held);
+    int res = 0;
+    _PyTraceMalloc_Lock();
+    /* Checked again under the lock: stop() may have run since the caller
+       looked at the flag, and a trace added now would outlive the tables. */
+    if (_Py_tracemalloc_config.tracing) {
+        _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(tstate);
+        if (node == UINT32_MAX) {
+            res = -1;
+        }
+        else {
+            res = _PyTraceMalloc_StoreAdd_unlocked(domain, (uintptr_t)ptr,
+                                                   size, node);
+        }
+    }
+    _PyTraceMalloc_Unlock();
+    return res;
+}
+
+void *
+_PyTraceMalloc_OnAlloc(void *ptr, size_t size, int gil_held,
+                       PyMemAllocatorEx *alloc)
+{
+    if (trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held) < 0) {
+        /* As upstream: a block that cannot be traced is not handed out. */
+        alloc->free(alloc->ctx, ptr);
+        return NULL;
+    }
+    return ptr;
+}
+
+void
+_PyTraceMalloc_OnFree(void *ptr)
+{
+    if (ptr == NULL) {
+        return;
+    }
+    _PyTraceMalloc_Lock();
+    _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                        (uintptr_t)ptr);
+    _PyTraceMalloc_Unlock();
+}
+
+void *
+_PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
+                       int gil_held)
+{
+    if (ptr == NULL) {
+        return _PyTraceMalloc_Traced(alloc->malloc(alloc->ctx, size), size,
+                                     alloc, gil_held);
+    }
+    /* Take the old trace out first: once realloc() has moved the block,
+       its old pool may be gone, and another thread may get its address. */
+    _PyTraceMalloc_Node old_node = 0;
+    size_t old_size = 0;
+    _PyTraceMalloc_Lock();
+    int had_trace = _PyTraceMalloc_StoreGet_unlocked(
+        _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &old_node, &old_size);
+    if (had_trace) {
+        _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                            (uintptr_t)ptr);
+    }
+    _PyTraceMalloc_Unlock();
+
+    void *ptr2 = alloc->realloc(alloc->ctx, ptr, size);
+    if (ptr2 == NULL) {
+        if (had_trace) {
+            /* The old block lives on: put its trace back.  This reuses
+               the room just freed, so it cannot fail for lack of memory. */
+            _PyTraceMalloc_Lock();
+            if (_Py_tracemalloc_config.tracing) {
+                (void)_PyTraceMalloc_StoreAdd_unlocked(
+                    _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                    old_size, old_node);
+            }
+            _PyTraceMalloc_Unlock();
+        }
+        return NULL;
+    }
+    /* Like upstream, the resized block is traced where it was resized.  If
+       the bookkeeping fails now the block cannot be given back (realloc()
+       may have shrunk it in place), so it stays untraced: the totals stay
+       exact, one trace is missing. */
+    (void)trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size, gil_held);
+    return ptr2;
+}
+
+/* ---- objects ------------------------------------------------------------ */
+
+static inline uintptr_t
+object_block(PyObject *op)
+{
+    /* The block starts before the object when the type has a GC header
+       (and, in 3.11, the managed-dict pre-header). */
+    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
+}
+
+/* Hottest path of all on numeric code: every object taken from a free
+   list (floats, tuples, frames...) gets the current traceback. */
+int
+_PyTraceMalloc_NewReference(PyObject *op)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return -1;
+    }
+    uintptr_t ptr = object_block(op);
+    PyThreadState *tstate = _PyThreadState_GET();
+    _PyTraceMalloc_Lock();
+    _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(tstate);
+    int found = 0;
+    if (node != UINT32_MAX) {
+        found = _PyTraceMalloc_StoreSetNode_unlocked(
+            _PyTraceMalloc_DEFAULT_DOMAIN, ptr, node);
+    }
+    _PyTraceMalloc_Unlock();
+    return found ? 0 : -1;
+}
+
+/* ---- start / stop ------------------------------------------------------- */
+
+static void
+engine_clear_unlocked(void)
+{
+    _PyTraceMalloc_StoreClear_unlocked();
+    _PyTraceMalloc_CCTReset_unlocked();
+}
+
+int
+_PyTraceMalloc_Start(int max_nframe)
+{
+    if (max_nframe < 1 || (unsigned long)max_nframe > UINT16_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "the number of frames must be in range [1; %lu]",
+                     (unsigned long)UINT16_MAX);
+        return -1;
+    }
+    /* The tree keeps whole call paths; the limit only trims exports, so a
+       new limit applies at once, to old traces too. */
+    _Py_tracemalloc_config.max_nframe = max_nframe;
+    if (_Py_tracemalloc_config.tracing) {
+        return 0;
+    }
+    if (_PyTraceMalloc_StoreInit() < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "tracemalloc: cannot register fork handlers");
+        return -1;
+    }
+    _PyTraceMalloc_Lock();
+    engine_clear_unlocked();
+    int res = _PyTraceMalloc_CCTStart_unlocked();
+    if (res == 0) {
+        _Py_tracemalloc_config.tracing = 1;
+    }
+    else {
+        engine_clear_unlocked();
+    }
+    _PyTraceMalloc_Unlock();
+    if (res < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    _Py_tracemalloc_config.initialized = TRACEMALLOC_INITIALIZED;
+    return 0;
+}
+
+void
+_PyTraceMalloc_Stop(void)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return;
+    }
+    _PyTraceMalloc_Lock();
+    _Py_tracemalloc_config.tracing = 0;
+    engine_clear_unlocked();
+    _PyTraceMalloc_Unlock();
+}
+
+void
+_PyTraceMalloc_ClearTraces(void)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return;
+    }
+    _PyTraceMalloc_Lock();
+    engine_clear_unlocked();
+    int res = _PyTraceMalloc_CCTStart_unlocked();
+    if (res < 0) {
+        /* Without its cache the engine records every block as '<unknown>'
+           rather than failing: clear_traces() has no error to report. */
+    }
+    _PyTraceMalloc_Unlock();
+}
+
+int
+_PyTraceMalloc_Init(int nframe)
+{
+    if (nframe == 0) {
+        return 0;
+    }
+    return _PyTraceMalloc_Start(nframe);
+}
+
+void
+_PyTraceMalloc_Fini(void)
+{
+    _PyTraceMalloc_Stop();
+    _Py_tracemalloc_config.initialized = TRACEMALLOC_FINALIZED;
+}
+
+/* ---- the C API ---------------------------------------------------------- */
+
+int
+PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return -2;
+    }
+    /* May be called without the GIL: use this thread's own frames. */
+    PyThreadState *tstate = PyGILState_GetThisThreadState();
+    int gil_held = tstate != NULL && tstate == _PyThreadState_GET();
+    return trace_add(domain, (void *)ptr, size, gil_held);
+}
+
+int
+PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return -2;
+    }
+    _PyTraceMalloc_Lock();
+    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr);
+    _PyTraceMalloc_Unlock();
+    return 0;
+}
+
+PyObject *
+_PyTraceMalloc_GetTraceback(unsigned int domain, uintptr_t ptr)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        Py_RETURN_NONE;
+    }
+    _PyTraceMalloc_Node node;
+    size_t size;
+    _PyTraceMalloc_Lock();
+    int found = _PyTraceMalloc_StoreGet_unlocked(domain, ptr, &node, &size);
+    _PyTraceMalloc_Unlock();
+    if (!found) {
+        Py_RETURN_NONE;
+    }
+    return _PyTraceMalloc_NodeToFrames(node);
+}
+
+PyObject *
+_PyTraceMalloc_GetObjectTraceback(PyObject *obj)
+{
+    return _PyTraceMalloc_GetTraceback(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                       object_block(obj));
+}
+
+/* ---- fatal-error helpers ------------------------------------------------ */
+
+#define PUTS(fd, str) _Py_write_noraise(fd, str, (int)strlen(str))
+
+/* Used by the debug hooks and _PyObject_AssertFailed(): may run in a
+   crashing process, so it allocates nothing and only reads. */
+void
+_PyMem_DumpTraceback(int fd, const void *ptr)
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        PUTS(fd, "Enable tracemalloc to get the memory block "
+                 "allocation traceback\n\n");
+        return;
+    }
+    _PyTraceMalloc_Node node;
+    size_t size;
+    _PyTraceMalloc_Lock();
+    int found = _PyTraceMalloc_StoreGet_unlocked(
+        _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node, &size);
+    _PyTraceMalloc_Unlock();
+    if (!found) {
+        return;
+    }
+    _PyTraceMalloc_CCTView view;
+    _PyTraceMalloc_CCTPin(&view);
+    PUTS(fd, "Memory block allocated at (most recent call first):\n");
+    int limit = _Py_tracemalloc_config.max_nframe;
+    if (node == 0) {
+        PUTS(fd, "  File \"<unknown>\", line 0\n");
+    }
+    for (int i = 0; node != 0 && i < limit; i++) {
+        _PyTraceMalloc_Node parent;
+        int lineno, kind;
+        uint32_t depth;
+        const void *data;
+        Py_ssize_t length;
+        _PyTraceMalloc_NodeInfo(&view, node, &parent, &lineno, &depth,
+                                &data, &kind, &length);
+        PUTS(fd, "  File \"");
+        if (data == NULL) {
+            PUTS(fd, "<unknown>");
+        }
+        else {
+            /* ASCII with escapes, like faulthandler. */
+            char buf[16];
+            for (Py_ssize_t j = 0; j < length; j++) {
+                Py_UCS4 ch = PyUnicode_READ(kind, data, j);
+                if (ch >= ' ' && ch < 0x7f) {
+                    buf[0] = (char)ch;
+                    _Py_write_noraise(fd, buf, 1);
+                }
+                else {
+                    int n = PyOS_snprintf(buf, sizeof(buf), "\\U%08x",
+                                          (unsigned int)ch);
+                    _Py_write_noraise(fd, buf, n);
+                }
+            }
+        }
+        PUTS(fd, "\", line ");
+        _Py_DumpDecimal(fd, (size_t)lineno);
+        PUTS(fd, "\n");
+        node = parent;
+    }
+    PUTS(fd, "\n");
+    _PyTraceMalloc_CCTUnpin();
+}

@@ -1,0 +1,481 @@
+/* The trace store of the tracing engine: live block -> {size, node}.
+ *
+ * Two places hold traces:
+ *  - pymalloc blocks of the default domain: the slot array of their pool
+ *    (Objects/obmalloc_tracemalloc.h), found by address arithmetic;
+ *  - everything else (large blocks, PYTHONMALLOC=malloc, a user's allocator,
+ *    PyTraceMalloc_Track() in any domain): one open-addressing table keyed by
+ *    (domain, pointer), records stored inline, linear probing with
+ *    backward-shift deletion, so there are no tombstones and no per-trace
+ *    allocation.
+ * The running totals (current, peak) cover both.
+ *
+ * Everything here is protected by the engine lock, a spin lock that is never
+ * held while calling back into Python or into a traced allocator, so it can
+ * be taken from a raw-domain hook without the GIL.
+ */
+
+#include "Python.h"
+#include "pycore_tracemalloc.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+/* ---- the engine lock --------------------------------------------------- */
+
+static atomic_flag tm_lock = ATOMIC_FLAG_INIT;
+
+void
+_PyTraceMalloc_Lock(void)
+{
+    /* Uncontended: one atomic exchange.  Contention only comes from
+       raw-domain allocations made without the GIL, and no holder blocks
+       while holding it, so yielding is enough. */
+    while (atomic_flag_test_and_set_explicit(&tm_lock, memory_order_acquire)) {
+        sched_yield();
+    }
+}
+
+void
+_PyTraceMalloc_Unlock(void)
+{
+    atomic_flag_clear_explicit(&tm_lock, memory_order_release);
+}
+
+/* fork(): the child gets the tables in the state they had when the parent
+   held the lock, and a lock that no thread of the child holds. */
+static void tm_atfork_prepare(void) { _PyTraceMalloc_Lock(); }
+static void tm_atfork_parent(void) { _PyTraceMalloc_Unlock(); }
+static void tm_atfork_child(void) { atomic_flag_clear(&tm_lock); }
+
+/* ---- the engine's own memory -------------------------------------------- */
+
+static int tm_fail_countdown;   /* protected by the lock (tests only) */
+
+void
+_PyTraceMalloc_FailBookkeeping(int n)
+{
+    _PyTraceMalloc_Lock();
+    tm_fail_countdown = n;
+    _PyTraceMalloc_Unlock();
+}
+
+void *
+_PyTraceMalloc_RawAlloc(size_t size, int zero)
+{
+    if (tm_fail_countdown > 0) {
+        tm_fail_countdown--;
+        return NULL;
+    }
+    return zero ? calloc(1, size) : malloc(size);
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+typedef struct {
+    uintptr_t ptr;              /* 0: empty entry */
+    unsigned int domain;
+    _PyTraceMalloc_Node node;
+    size_t size;
+} table_entry;
+
+static struct {
+    /* Protected by the lock */
+    table_entry *entries;
+    size_t mask;                /* capacity - 1; capacity is a power of 2 */
+    size_t used;
+    /* Totals over the table and the pool slots */
+    size_t current;
+    size_t peak;
+    size_t ntraces;
+    int atfork_registered;
+} tm_store;
+
+#define TABLE_MIN_CAPACITY 1024
+
+static inline size_t
+table_hash(unsigned int domain, uintptr_t ptr)
+{
+    /* Blocks are 16-byte aligned: drop the zero bits, then mix. */
+    uint64_t x = ((uint64_t)ptr >> 4) ^ ((uint64_t)domain << 47);
+    x *= UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(x >> 20);
+}
+
+static table_entry *
+table_find(unsigned int domain, uintptr_t ptr)
+{
+    if (tm_store.entries == NULL) {
+        return NULL;
+    }
+    size_t i = table_hash(domain, ptr) & tm_store.mask;
+    for (;;) {
+        table_entry *e = &tm_store.entries[i];
+        if (e->ptr == 0) {
+            return NULL;
+        }
+        if (e->ptr == ptr && e->domain == domain) {
+            return e;
+        }
+        i = (i + 1) & tm_store.mask;
+    }
+}
+
+static void
+table_place(table_entry *entries, size_t mask, const table_entry *src)
+{
+    size_t i = table_hash(src->domain, src->ptr) & mask;
+    while (entries[i].ptr != 0) {
+        i = (i + 1) & mask;
+    }
+    entries[i] = *src;
+}
+
+Py_NO_INLINE static int
+table_grow(void)
+{
+    size_t old_capacity = tm_store.entries ? tm_store.mask + 1 : 0;
+    size_t capacity = old_capacity ? old_capacity * 2 : TABLE_MIN_CAPACITY;
+    table_entry *entries = _PyTraceMalloc_RawAlloc(
+        capacity * sizeof(table_entry), 1);
+    if (entries == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < old_capacity; i++) {
+        if (tm_store.entries[i].ptr != 0) {
+            table_place(entries, capacity - 1, &tm_store.entries[i]);
+        }
+    }
+    free(tm_store.entries);
+    tm_store.entries = entries;
+    tm_store.mask = capacity - 1;
+    return 0;
+}
+
+/* Remove entry E, shifting back the entries of its probe run so that no
+   lookup ever stops early at the hole. */
+static void
+table_delete(table_entry *e)
+{
+    size_t mask = tm_store.mask;
+    size_t hole = (size_t)(e - tm_store.entries);
+    size_t i = hole;
+    for (;;) {
+        i = (i + 1) & mask;
+        table_entry *next = &tm_store.entries[i];
+        if (next->ptr == 0) {
+            break;
+        }
+        size_t home = table_hash(next->domain, next->ptr) & mask;
+        /* NEXT may move into the hole if its home is not in (hole, i]. */
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            tm_store.entries[hole] = *next;
+            hole = i;
+        }
+    }
+    tm_store.entries[hole].ptr = 0;
+    tm_store.used--;
+}
+
+static inline void
+totals_add(size_t size)
+{
+    tm_store.current += size;
+    if (tm_store.current > tm_store.peak) {
+        tm_store.peak = tm_store.current;
+    }
+}
+
+/* ---- the store API ------------------------------------------------------ */
+
+int
+_PyTraceMalloc_StoreInit(void)
+{
+    if (!tm_store.atfork_registered) {
+        if (pthread_atfork(tm_atfork_prepare, tm_atfork_parent,
+                           tm_atfork_child) != 0) {
+            return -1;
+        }
+        tm_store.atfork_registered = 1;
+    }
+    return 0;
+}
+
+void
+_PyTraceMalloc_StoreClear_unlocked(void)
+{
+    free(tm_store.entries);
+    tm_store.entries = NULL;
+    tm_store.mask = 0;
+    tm_store.used = 0;
+    tm_store.current = 0;
+    tm_store.peak = 0;
+    tm_store.ntraces = 0;
+    _PyTraceMalloc_PoolSlotsClear();
+}
+
+/* Hot path: record (or re-record) the trace of PTR.  A pymalloc block costs
+   a slot lookup and a few stores; anything else one table probe. */
+int
+_PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
+                                 size_t size, _PyTraceMalloc_Node node)
+{
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+        int nomem = 0;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+            (const void *)ptr, 1, &nomem);
+        if (slot != NULL) {
+            if (slot->node == 0) {
+                _PyTraceMalloc_PoolSlotLive((const void *)ptr, 1);
+                tm_store.ntraces++;
+            }
+            else {
+                tm_store.current -= slot->size;
+            }
+            /* The node 0 (no frame) must still mark a used slot: store
+               it as UINT32_MAX, which no real node reaches. */
+            slot->node = node ? node : UINT32_MAX;
+            slot->size = (uint32_t)size;
+            totals_add(size);
+            return 0;
+        }
+        if (nomem) {
+            return -1;
+        }
+    }
+    table_entry *e = table_find(domain, ptr);
+    if (e != NULL) {
+        tm_store.current -= e->size;
+    }
+    else {
+        if (ptr == 0) {
+            return -1;  /* 0 marks empty entries: never traced */
+        }
+        if (tm_store.entries == NULL
+            || (tm_store.used + 1) * 4 > (tm_store.mask + 1) * 3)
+        {
+            if (table_grow() < 0) {
+                return -1;
+            }
+        }
+        size_t i = table_hash(domain, ptr) & tm_store.mask;
+        while (tm_store.entries[i].ptr != 0) {
+            i = (i + 1) & tm_store.mask;
+        }
+        e = &tm_store.entries[i];
+        e->ptr = ptr;
+        e->domain = domain;
+        tm_store.used++;
+        tm_store.ntraces++;
+    }
+    e->node = node;
+    e->size = size;
+    totals_add(size);
+    return 0;
+}
+
+static inline _PyTraceMalloc_Node
+slot_node(const _PyTraceMalloc_Slot *slot)
+{
+    return slot->node == UINT32_MAX ? 0 : slot->node;
+}
+
+/* Return 1 if a trace was removed, 0 if PTR had none. */
+int
+_PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr)
+{
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+            (const void *)ptr, 0, NULL);
+        if (slot != NULL && slot->node != 0) {
+            tm_store.current -= slot->size;
+            tm_store.ntraces--;
+            slot->node = 0;
+            slot->size = 0;
+            _PyTraceMalloc_PoolSlotLive((const void *)ptr, -1);
+            return 1;
+        }
+    }
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    tm_store.current -= e->size;
+    tm_store.ntraces--;
+    table_delete(e);
+    return 1;
+}
+
+int
+_PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
+                                 _PyTraceMalloc_Node *node, size_t *size)
+{
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+            (const void *)ptr, 0, NULL);
+        if (slot != NULL && slot->node != 0) {
+            *node = slot_node(slot);
+            *size = slot->size;
+            return 1;
+        }
+    }
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    *node = e->node;
+    *size = e->size;
+    return 1;
+}
+
+int
+_PyTraceMalloc_StoreSetNode_unlocked(unsigned int domain, uintptr_t ptr,
+                                     _PyTraceMalloc_Node node)
+{
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+            (const void *)ptr, 0, NULL);
+        if (slot != NULL && slot->node != 0) {
+            slot->node = node ? node : UINT32_MAX;
+            return 1;
+        }
+    }
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    e->node = node;
+    return 1;
+}
+
+void
+_PyTraceMalloc_StoreTotals_unlocked(size_t *current, size_t *peak)
+{
+    *current = tm_store.current;
+    *peak = tm_store.peak;
+}
+
+void
+_PyTraceMalloc_StoreResetPeak_unlocked(void)
+{
+    tm_store.peak = tm_store.current;
+}
+
+size_t
+_PyTraceMalloc_StoreMemory_unlocked(void)
+{
+    size_t table = tm_store.entries
+                   ? (tm_store.mask + 1) * sizeof(table_entry) : 0;
+    return table + _PyTraceMalloc_PoolSlotsMemory();
+}
+
+/* ---- export and checks -------------------------------------------------- */
+
+typedef struct {
+    _PyTraceMalloc_TraceCopy *out;
+    size_t n;
+    size_t cap;
+} copy_state;
+
+static int
+copy_slot(const _PyTraceMalloc_Slot *slot, void *arg)
+{
+    copy_state *st = arg;
+    if (st->n == st->cap) {
+        return -1;      /* the totals lied: caught by the caller */
+    }
+    _PyTraceMalloc_TraceCopy *t = &st->out[st->n++];
+    t->domain = _PyTraceMalloc_DEFAULT_DOMAIN;
+    t->node = slot_node(slot);
+    t->size = slot->size;
+    return 0;
+}
+
+int
+_PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count)
+{
+    _PyTraceMalloc_Lock();
+    copy_state st = {NULL, 0, tm_store.ntraces};
+    /* malloc(), not a traced API: the lock is held. */
+    st.out = malloc((st.cap ? st.cap : 1) * sizeof(*st.out));
+    if (st.out == NULL) {
+        _PyTraceMalloc_Unlock();
+        return -1;
+    }
+    int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot, &st);
+    if (res == 0 && tm_store.entries != NULL) {
+        for (size_t i = 0; i <= tm_store.mask; i++) {
+            table_entry *e = &tm_store.entries[i];
+            if (e->ptr == 0) {
+                continue;
+            }
+            if (st.n == st.cap) {
+                res = -1;
+                break;
+            }
+            _PyTraceMalloc_TraceCopy *t = &st.out[st.n++];
+            t->domain = e->domain;
+            t->node = e->node;
+            t->size = e->size;
+        }
+    }
+    _PyTraceMalloc_Unlock();
+    if (res != 0 || st.n != st.cap) {
+        free(st.out);
+        return -2;
+    }
+    *traces = st.out;
+    *count = st.n;
+    return 0;
+}
+
+int
+_PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
+{
+    const char *reason = NULL;
+    _PyTraceMalloc_Lock();
+    uint64_t slot_size = 0;
+    int64_t slot_count = _PyTraceMalloc_PoolSlotsCheck(&slot_size, &reason);
+    uint64_t table_size = 0, table_count = 0;
+    uint32_t nnodes = _PyTraceMalloc_NodeCount();
+    if (slot_count >= 0 && tm_store.entries != NULL) {
+        for (size_t i = 0; i <= tm_store.mask; i++) {
+            table_entry *e = &tm_store.entries[i];
+            if (e->ptr == 0) {
+                continue;
+            }
+            table_count++;
+            table_size += e->size;
+            if (e->node >= nnodes) {
+                reason = "a table trace names a node that does not exist";
+                break;
+            }
+            if (table_find(e->domain, e->ptr) != e) {
+                reason = "a table entry cannot be found from its key";
+                break;
+            }
+        }
+        if (reason == NULL && table_count != tm_store.used) {
+            reason = "the table's entry count is wrong";
+        }
+    }
+    size_t current = tm_store.current, count = tm_store.ntraces;
+    _PyTraceMalloc_Unlock();
+    if (reason == NULL && slot_count >= 0) {
+        if ((uint64_t)slot_count + table_count != count) {
+            reason = "the trace count differs from the traces found";
+        }
+        else if (slot_size + table_size != current) {
+            reason = "the traced size differs from the sum of the traces";
+        }
+    }
+    if (reason != NULL) {
+        PyOS_snprintf(why, why_size, "%s (current=%zu, sum=%llu, count=%zu)",
+                      reason, current,
+                      (unsigned long long)(slot_size + table_size), count);
+        return -1;
+    }
+    *ntraces = count;
+    return 0;
+}
