@@ -139,7 +139,8 @@ pool_traces_create(poolp pool, int *nomem)
 /* Hot path: the slot of a block.  Cost: one radix-tree lookup (the same one
    pymalloc's free does), one registry load, a multiply. */
 _PyTraceMalloc_Slot *
-_PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem)
+_PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
+                        uint32_t **live)
 {
     if (!arena_map_is_used((block *)p)) {
         return NULL;
@@ -164,14 +165,8 @@ _PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem)
     if (index >= pt->nslots) {
         return NULL;
     }
+    *live = &pt->live;
     return &pt->slots[index];
-}
-
-/* Keep the live count of the slot array that owns SLOT in step. */
-static inline pool_traces *
-pool_traces_of_slot(const void *p)
-{
-    return pool_traces_lookup(POOL_ADDR(p));
 }
 
 void
@@ -226,15 +221,6 @@ size_t
 _PyTraceMalloc_PoolSlotsMemory(void)
 {
     return tm_pools.memory;
-}
-
-/* Adjust the live count after a slot changed from/to empty. */
-void
-_PyTraceMalloc_PoolSlotLive(const void *p, int delta)
-{
-    pool_traces *pt = pool_traces_of_slot(p);
-    assert(pt != NULL);
-    pt->live += delta;
 }
 
 int64_t
@@ -314,7 +300,8 @@ fail:
 #else  /* !TM_POOL_SLOTS: every trace lives in the table */
 
 _PyTraceMalloc_Slot *
-_PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem)
+_PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
+                        uint32_t **live)
 {
     return NULL;
 }
@@ -339,11 +326,6 @@ size_t
 _PyTraceMalloc_PoolSlotsMemory(void)
 {
     return 0;
-}
-
-void
-_PyTraceMalloc_PoolSlotLive(const void *p, int delta)
-{
 }
 
 int64_t

@@ -18,26 +18,45 @@
 #include "pycore_traceback.h"     // _Py_DumpASCII()
 #include "pycore_tracemalloc.h"
 
-/* The thread state whose frames describe the current call: with the GIL,
-   the current one; without it, this thread's own. */
-static inline PyThreadState *
-hook_tstate(int gil_held)
+/* Enter the engine from a hook.  GIL_HELD is 1 for the mem and obj
+   domains, which the C API requires to hold the GIL; for the raw domain and
+   the tracking API it is 0 and the engine finds out.  Returns the side to
+   pass to engine_leave(); *TSTATE is the thread state whose frames describe
+   the current call: with the GIL, the current one; without it, this
+   thread's own, which no other thread can change meanwhile. */
+static inline int
+engine_enter(int gil_held, PyThreadState **tstate)
 {
-    if (gil_held) {
-        return _PyThreadState_GET();
+    if (gil_held || _PyTraceMalloc_HoldsGIL()) {
+        *tstate = _PyThreadState_GET();
+        _PyTraceMalloc_Lock();
+        return 1;
     }
-    return PyGILState_GetThisThreadState();
+    *tstate = PyGILState_GetThisThreadState();
+    _PyTraceMalloc_LockNoGIL();
+    return 0;
+}
+
+static inline void
+engine_leave(int side)
+{
+    if (side) {
+        _PyTraceMalloc_Unlock();
+    }
+    else {
+        _PyTraceMalloc_UnlockNoGIL();
+    }
 }
 
 /* Record PTR; -1 when the bookkeeping could not get memory. */
 static int
 trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
 {
-    PyThreadState *tstate = hook_tstate(gil_held);
+    PyThreadState *tstate;
+    int side = engine_enter(gil_held, &tstate);
     int res = 0;
-    _PyTraceMalloc_Lock();
-    /* Checked again under the lock: stop() may have run since the caller
-       looked at the flag, and a trace added now would outlive the tables. */
+    /* Checked again inside: stop() may have run since the caller looked at
+       the flag, and a trace added now would outlive the tables. */
     if (_Py_tracemalloc_config.tracing) {
         _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(tstate);
         if (node == UINT32_MAX) {
@@ -48,7 +67,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
                                                    size, node);
         }
     }
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     return res;
 }
 
@@ -65,15 +84,16 @@ _PyTraceMalloc_OnAlloc(void *ptr, size_t size, int gil_held,
 }
 
 void
-_PyTraceMalloc_OnFree(void *ptr)
+_PyTraceMalloc_OnFree(void *ptr, int gil_held)
 {
     if (ptr == NULL) {
         return;
     }
-    _PyTraceMalloc_Lock();
+    PyThreadState *tstate;
+    int side = engine_enter(gil_held, &tstate);
     _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
                                         (uintptr_t)ptr);
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
 }
 
 void *
@@ -88,27 +108,28 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
        its old pool may be gone, and another thread may get its address. */
     _PyTraceMalloc_Node old_node = 0;
     size_t old_size = 0;
-    _PyTraceMalloc_Lock();
+    PyThreadState *tstate;
+    int side = engine_enter(gil_held, &tstate);
     int had_trace = _PyTraceMalloc_StoreGet_unlocked(
         _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &old_node, &old_size);
     if (had_trace) {
         _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
                                             (uintptr_t)ptr);
     }
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
 
     void *ptr2 = alloc->realloc(alloc->ctx, ptr, size);
     if (ptr2 == NULL) {
         if (had_trace) {
             /* The old block lives on: put its trace back.  This reuses
                the room just freed, so it cannot fail for lack of memory. */
-            _PyTraceMalloc_Lock();
+            side = engine_enter(gil_held, &tstate);
             if (_Py_tracemalloc_config.tracing) {
                 (void)_PyTraceMalloc_StoreAdd_unlocked(
                     _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
                     old_size, old_node);
             }
-            _PyTraceMalloc_Unlock();
+            engine_leave(side);
         }
         return NULL;
     }
@@ -250,10 +271,8 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
     if (!_Py_tracemalloc_config.tracing) {
         return -2;
     }
-    /* May be called without the GIL: use this thread's own frames. */
-    PyThreadState *tstate = PyGILState_GetThisThreadState();
-    int gil_held = tstate != NULL && tstate == _PyThreadState_GET();
-    return trace_add(domain, (void *)ptr, size, gil_held);
+    /* May be called without the GIL: the engine finds out. */
+    return trace_add(domain, (void *)ptr, size, 0);
 }
 
 int
@@ -262,9 +281,10 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     if (!_Py_tracemalloc_config.tracing) {
         return -2;
     }
-    _PyTraceMalloc_Lock();
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
     _PyTraceMalloc_StoreRemove_unlocked(domain, ptr);
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     return 0;
 }
 
@@ -308,15 +328,18 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
     }
     _PyTraceMalloc_Node node;
     size_t size;
-    _PyTraceMalloc_Lock();
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
     int found = _PyTraceMalloc_StoreGet_unlocked(
         _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node, &size);
-    _PyTraceMalloc_Unlock();
     if (!found) {
+        engine_leave(side);
         return;
     }
+    /* Stay inside the engine while reading nodes: nothing here allocates
+       or calls back into Python. */
     _PyTraceMalloc_CCTView view;
-    _PyTraceMalloc_CCTPin(&view);
+    _PyTraceMalloc_CCTView_unlocked(&view);
     PUTS(fd, "Memory block allocated at (most recent call first):\n");
     int limit = _Py_tracemalloc_config.max_nframe;
     if (node == 0) {
@@ -356,5 +379,5 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
         node = parent;
     }
     PUTS(fd, "\n");
-    _PyTraceMalloc_CCTUnpin();
+    engine_leave(side);
 }

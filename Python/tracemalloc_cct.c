@@ -354,28 +354,14 @@ skip_incomplete(_PyInterpreterFrame *frame)
 
 #define PENDING_INLINE 64
 
-_PyTraceMalloc_Node
-_PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
+/* Slow path of _PyTraceMalloc_CurrentNode_unlocked(): FRAME's caller is
+   not cached.  Walk up to the first frame with a valid cache (or the
+   bottom), then fill the caches on the way back down: each frame is decoded
+   once per linking, never once per allocation. */
+Py_NO_INLINE static _PyTraceMalloc_Node
+current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
 {
-    if (tstate == NULL || cct.cache == NULL) {
-        return 0;
-    }
-    _PyInterpreterFrame *frame = skip_incomplete(
-        tstate->cframe->current_frame);
-    if (frame == NULL) {
-        return 0;
-    }
-    uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
     int nomem = 0;
-    /* Common case: the frame's caller is cached. */
-    if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX) == generation) {
-        _PyTraceMalloc_Node node = frame_node(
-            (uint32_t)frame->tracemalloc_parent, frame, &nomem);
-        return nomem ? UINT32_MAX : node;
-    }
-    /* Walk up to the first frame with a valid cache (or the bottom), then
-       fill the caches on the way back down: each frame is decoded once per
-       linking, never once per allocation. */
     _PyInterpreterFrame *inline_pending[PENDING_INLINE];
     _PyInterpreterFrame **pending = inline_pending;
     size_t npending = 0, cap = PENDING_INLINE;
@@ -411,6 +397,29 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     if (pending != inline_pending) {
         free(pending);
     }
+    return nomem ? UINT32_MAX : node;
+}
+
+/* Hot path: the node of the current position of TSTATE.  When the frame's
+   caller is cached (the usual case), one probe of the direct-mapped cache. */
+_PyTraceMalloc_Node
+_PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
+{
+    if (tstate == NULL || cct.cache == NULL) {
+        return 0;
+    }
+    _PyInterpreterFrame *frame = skip_incomplete(
+        tstate->cframe->current_frame);
+    if (frame == NULL) {
+        return 0;
+    }
+    uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
+    if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX) != generation) {
+        return current_node_slow(frame, generation);
+    }
+    int nomem = 0;
+    _PyTraceMalloc_Node node = frame_node((uint32_t)frame->tracemalloc_parent,
+                                          frame, &nomem);
     return nomem ? UINT32_MAX : node;
 }
 
@@ -532,11 +541,17 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
 }
 
 void
+_PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view)
+{
+    memcpy(view->chunks, cct.storage.chunks, sizeof(view->chunks));
+    view->nnodes = cct.nnodes;
+}
+
+void
 _PyTraceMalloc_CCTPin(_PyTraceMalloc_CCTView *view)
 {
     _PyTraceMalloc_Lock();
-    memcpy(view->chunks, cct.storage.chunks, sizeof(view->chunks));
-    view->nnodes = cct.nnodes;
+    _PyTraceMalloc_CCTView_unlocked(view);
     _PyTraceMalloc_Unlock();
     cct.pins++;
 }

@@ -16,38 +16,137 @@
  */
 
 #include "Python.h"
+#include "pycore_pystate.h"       // _PyThreadState_GET()
 #include "pycore_tracemalloc.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 /* ---- the engine lock --------------------------------------------------- */
 
-static atomic_flag tm_lock = ATOMIC_FLAG_INIT;
+/* The GIL holder (one thread at a time) is the engine's usual caller and
+   enters with plain stores: it raises `gil_busy`, then checks `foreign`.
+   A caller without the GIL serialises with other such callers through
+   `foreign_lock`, raises `foreign`, runs membarrier(2) so that every thread
+   has a full barrier (the GIL holder's store of `gil_busy` is visible, or it
+   will see `foreign`), then waits for `gil_busy` to drop.  If the GIL
+   holder sees `foreign` it backs off until it drops.  This is Dekker's
+   mutual exclusion with the fence moved to the rare side.  Without
+   membarrier(2) both sides use real fences. */
+atomic_int _PyTraceMalloc_gil_busy;
+atomic_int _PyTraceMalloc_foreign;
+int _PyTraceMalloc_asymmetric;
+static atomic_flag tm_foreign_lock = ATOMIC_FLAG_INIT;
+
+#if defined(__linux__)
+#  include <sys/syscall.h>
+#  ifdef __NR_membarrier
+#    define TM_HAVE_MEMBARRIER 1
+     /* From <linux/membarrier.h>, which older systems lack. */
+#    define TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED (1 << 3)
+#    define TM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+#  endif
+#endif
+
+static void
+tm_setup_barrier(void)
+{
+#ifdef TM_HAVE_MEMBARRIER
+    if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                0, 0) == 0) {
+        _PyTraceMalloc_asymmetric = 1;
+    }
+#endif
+}
+
+static void
+tm_heavy_barrier(void)
+{
+#ifdef TM_HAVE_MEMBARRIER
+    if (_PyTraceMalloc_asymmetric) {
+        if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                    0, 0) == 0) {
+            return;
+        }
+        /* Cannot happen once registered; never leave the GIL side
+           unfenced, though. */
+        abort();
+    }
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+}
 
 void
-_PyTraceMalloc_Lock(void)
+_PyTraceMalloc_WaitForeign(void)
 {
-    /* Uncontended: one atomic exchange.  Contention only comes from
-       raw-domain allocations made without the GIL, and no holder blocks
-       while holding it, so yielding is enough. */
-    while (atomic_flag_test_and_set_explicit(&tm_lock, memory_order_acquire)) {
+    atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0, memory_order_release);
+    while (atomic_load_explicit(&_PyTraceMalloc_foreign,
+                                memory_order_acquire)) {
         sched_yield();
     }
 }
 
 void
-_PyTraceMalloc_Unlock(void)
+_PyTraceMalloc_LockNoGIL(void)
 {
-    atomic_flag_clear_explicit(&tm_lock, memory_order_release);
+    while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
+                                             memory_order_acquire)) {
+        sched_yield();
+    }
+    atomic_store_explicit(&_PyTraceMalloc_foreign, 1, memory_order_relaxed);
+    tm_heavy_barrier();
+    while (atomic_load_explicit(&_PyTraceMalloc_gil_busy,
+                                memory_order_acquire)) {
+        sched_yield();
+    }
 }
 
-/* fork(): the child gets the tables in the state they had when the parent
-   held the lock, and a lock that no thread of the child holds. */
-static void tm_atfork_prepare(void) { _PyTraceMalloc_Lock(); }
-static void tm_atfork_parent(void) { _PyTraceMalloc_Unlock(); }
-static void tm_atfork_child(void) { atomic_flag_clear(&tm_lock); }
+void
+_PyTraceMalloc_UnlockNoGIL(void)
+{
+    atomic_store_explicit(&_PyTraceMalloc_foreign, 0, memory_order_release);
+    atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
+}
+
+int
+_PyTraceMalloc_HoldsGIL(void)
+{
+    /* Compares pointers only: the GIL holder's thread state is never
+       dereferenced here. */
+    PyThreadState *mine = PyGILState_GetThisThreadState();
+    return mine != NULL && mine == _PyThreadState_GET();
+}
+
+/* fork(): no caller without the GIL may be inside while the process is
+   copied; the child starts with the engine free.  The forking thread holds
+   the GIL and is not inside the engine itself. */
+static void
+tm_atfork_prepare(void)
+{
+    while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
+                                             memory_order_acquire)) {
+        sched_yield();
+    }
+}
+
+static void
+tm_atfork_parent(void)
+{
+    atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
+}
+
+static void
+tm_atfork_child(void)
+{
+    atomic_store(&_PyTraceMalloc_foreign, 0);
+    atomic_store(&_PyTraceMalloc_gil_busy, 0);
+    atomic_flag_clear(&tm_foreign_lock);
+    /* membarrier registration is per process: register the child too. */
+    _PyTraceMalloc_asymmetric = 0;
+    tm_setup_barrier();
+}
 
 /* ---- the engine's own memory -------------------------------------------- */
 
@@ -198,6 +297,7 @@ _PyTraceMalloc_StoreInit(void)
             return -1;
         }
         tm_store.atfork_registered = 1;
+        tm_setup_barrier();
     }
     return 0;
 }
@@ -223,11 +323,12 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
         int nomem = 0;
+        uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
-            (const void *)ptr, 1, &nomem);
+            (const void *)ptr, 1, &nomem, &live);
         if (slot != NULL) {
             if (slot->node == 0) {
-                _PyTraceMalloc_PoolSlotLive((const void *)ptr, 1);
+                (*live)++;
                 tm_store.ntraces++;
             }
             else {
@@ -286,14 +387,15 @@ int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
-            (const void *)ptr, 0, NULL);
+            (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
             tm_store.current -= slot->size;
             tm_store.ntraces--;
             slot->node = 0;
             slot->size = 0;
-            _PyTraceMalloc_PoolSlotLive((const void *)ptr, -1);
+            (*live)--;
             return 1;
         }
     }
@@ -312,8 +414,9 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                  _PyTraceMalloc_Node *node, size_t *size)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
-            (const void *)ptr, 0, NULL);
+            (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
             *node = slot_node(slot);
             *size = slot->size;
@@ -334,8 +437,9 @@ _PyTraceMalloc_StoreSetNode_unlocked(unsigned int domain, uintptr_t ptr,
                                      _PyTraceMalloc_Node node)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
-            (const void *)ptr, 0, NULL);
+            (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
             slot->node = node ? node : UINT32_MAX;
             return 1;

@@ -55,7 +55,7 @@ PyAPI_FUNC(void *) _PyTraceMalloc_OnAlloc(void *ptr, size_t size,
                                           PyMemAllocatorEx *alloc);
 /* Forget a block that is about to be freed (before the free, while its
    pool header is still readable). */
-PyAPI_FUNC(void) _PyTraceMalloc_OnFree(void *ptr);
+PyAPI_FUNC(void) _PyTraceMalloc_OnFree(void *ptr, int gil_held);
 /* realloc() through ALLOC with the trace moved to the new block. */
 PyAPI_FUNC(void *) _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc,
                                           void *ptr, size_t size,
@@ -79,12 +79,11 @@ extern void _PyTraceMalloc_CodeFreed(void *code);
 
 /* ---- pool slots: Objects/obmalloc_tracemalloc.h ------------------------ */
 /* The slot of P when P lies in a pymalloc pool, else NULL.  With CREATE,
-   the pool's slot array is made on demand; *NOMEM is set if that fails. */
+   the pool's slot array is made on demand; *NOMEM is set if that fails.
+   *LIVE is the pool's count of used slots, for the caller to keep. */
 extern _PyTraceMalloc_Slot *_PyTraceMalloc_PoolSlot(const void *p, int create,
-                                                    int *nomem);
-/* Adjust the live count of P's pool after its slot filled (+1) or
-   emptied (-1). */
-extern void _PyTraceMalloc_PoolSlotLive(const void *p, int delta);
+                                                    int *nomem,
+                                                    uint32_t **live);
 /* Called by obmalloc before an arena goes back to the OS. */
 extern void _PyTraceMalloc_ArenaFreed(uintptr_t arena_base,
                                       uintptr_t carved_end);
@@ -119,6 +118,8 @@ typedef struct {
 } _PyTraceMalloc_CCTView;
 extern void _PyTraceMalloc_CCTPin(_PyTraceMalloc_CCTView *view);
 extern void _PyTraceMalloc_CCTUnpin(void);
+/* The same view for a reader inside the engine (no pin needed). */
+extern void _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view);
 extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
                                    _PyTraceMalloc_Node node,
                                    _PyTraceMalloc_Node *parent,
@@ -137,8 +138,51 @@ extern PyObject *_PyTraceMalloc_GetObjectTraceback(PyObject *obj);
 extern PyObject *_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_Node node);
 
 /* ---- store: Python/tracemalloc_store.c --------------------------------- */
-extern void _PyTraceMalloc_Lock(void);
-extern void _PyTraceMalloc_Unlock(void);
+
+/* Engine exclusion, asymmetric: the GIL holder is the common case, so its
+   side costs two plain stores and a load (no atomic read-modify-write);
+   callers without the GIL (the raw domain, PyTraceMalloc_Track()) pay for
+   both sides, with a process-wide barrier (membarrier(2)) that makes the
+   GIL holder's plain stores visible.  See tracemalloc_store.c. */
+#include <stdatomic.h>
+extern atomic_int _PyTraceMalloc_gil_busy;
+extern atomic_int _PyTraceMalloc_foreign;
+extern int _PyTraceMalloc_asymmetric;
+extern void _PyTraceMalloc_WaitForeign(void);
+
+/* Enter the engine while holding the GIL. */
+static inline void
+_PyTraceMalloc_Lock(void)
+{
+    for (;;) {
+        atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1,
+                              memory_order_relaxed);
+        if (_PyTraceMalloc_asymmetric) {
+            atomic_signal_fence(memory_order_seq_cst);
+        }
+        else {
+            atomic_thread_fence(memory_order_seq_cst);
+        }
+        if (!atomic_load_explicit(&_PyTraceMalloc_foreign,
+                                  memory_order_acquire)) {
+            return;
+        }
+        _PyTraceMalloc_WaitForeign();
+    }
+}
+
+static inline void
+_PyTraceMalloc_Unlock(void)
+{
+    atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0, memory_order_release);
+}
+
+/* Enter/leave the engine without the GIL (or not knowing). */
+extern void _PyTraceMalloc_LockNoGIL(void);
+extern void _PyTraceMalloc_UnlockNoGIL(void);
+/* Does the calling thread hold the GIL?  Cheap enough for raw hooks. */
+extern int _PyTraceMalloc_HoldsGIL(void);
+
 extern int _PyTraceMalloc_StoreInit(void);
 extern void _PyTraceMalloc_StoreClear_unlocked(void);
 extern int _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,

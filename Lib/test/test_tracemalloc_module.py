@@ -1,0 +1,824 @@
+"""Tests of the fork's additions to the tracemalloc module.
+
+test_tracemalloc checks the API shared with upstream CPython.  This file
+covers what the fork adds or changes: the snapshot file format (round trip,
+rejection of bad files, atomic writes), the statistics fast paths (checked
+against a naive reference computation) and the ``python -m tracemalloc``
+leak report.
+"""
+
+import os
+import pickle
+import random
+import stat
+import textwrap
+import tracemalloc
+import unittest
+import zlib
+from unittest import mock
+
+from test.support import os_helper
+from test.support.script_helper import (assert_python_ok,
+                                        assert_python_failure,
+                                        make_script)
+
+
+MAGIC = b"tracemalloc-snapshot\n"
+
+
+def make_raw_traces(count, seed, distinct=40, max_depth=6):
+    """Return *count* raw traces drawn from *distinct* call contexts.
+
+    Like the C engine, most traces of one call context share one frames
+    tuple; a few get an equal but distinct tuple, which the statistics must
+    still merge.  Some tracebacks contain a frame twice (recursion).
+    """
+    rng = random.Random(seed)
+    filenames = ["a.py", "b.py", "pkg/c.py", "d.pyc", "<unknown>",
+                 "caf\xe9.py"]
+    contexts = []
+    for _ in range(distinct):
+        depth = rng.randint(1, max_depth)
+        frames = tuple((rng.choice(filenames), rng.randint(0, 6))
+                       for _ in range(depth))
+        contexts.append(frames)
+    traces = []
+    for _ in range(count):
+        frames = rng.choice(contexts)
+        if rng.random() < 0.1:
+            frames = tuple(list(frames))
+            frames = tuple(tuple(list(frame)) for frame in frames)
+        total_nframe = len(frames) + rng.choice((0, 0, 3))
+        traces.append((rng.choice((0, 0, 0, 1, 7)), rng.randint(1, 10_000),
+                       frames, total_nframe))
+    return traces
+
+
+def naive_group(raw_traces, key_type, cumulative):
+    """Reference grouping: {key frames tuple: [size, count]}."""
+    groups = {}
+    for domain, size, frames, total_nframe in raw_traces:
+        if cumulative:
+            if key_type == 'lineno':
+                keys = [(frame,) for frame in frames]
+            else:
+                keys = [((frame[0], 0),) for frame in frames]
+        elif key_type == 'traceback':
+            keys = [frames]
+        elif key_type == 'lineno':
+            keys = [frames[:1]]
+        else:
+            keys = [((frames[0][0], 0),)]
+        for key in keys:
+            group = groups.setdefault(key, [0, 0])
+            group[0] += size
+            group[1] += 1
+    return groups
+
+
+def stat_map(stats):
+    """{oldest-first frames tuple: (size, count)} of Statistic objects."""
+    result = {}
+    for statistic in stats:
+        key = tuple((frame.filename, frame.lineno)
+                    for frame in statistic.traceback)
+        result[key] = (statistic.size, statistic.count)
+    return result
+
+
+class SnapshotFileTestCase(unittest.TestCase):
+    def setUp(self):
+        self.filename = os_helper.TESTFN
+        self.addCleanup(os_helper.unlink, self.filename)
+
+    def write(self, data):
+        with open(self.filename, 'wb') as fp:
+            fp.write(data)
+
+    def read(self):
+        with open(self.filename, 'rb') as fp:
+            return fp.read()
+
+    def dump_bytes(self, snapshot):
+        snapshot.dump(self.filename)
+        return self.read()
+
+    def assertRejected(self, data, *fragments):
+        """Loading *data* must fail with ValueError mentioning *fragments*."""
+        self.write(data)
+        with self.assertRaises(ValueError) as cm:
+            tracemalloc.Snapshot.load(self.filename)
+        message = str(cm.exception)
+        self.assertIn(repr(self.filename), message)
+        for fragment in fragments:
+            self.assertIn(fragment, message)
+        return message
+
+    def payload_document(self, data):
+        """Decode a snapshot file's header and JSON document (for tests)."""
+        import json
+        header_end = data.index(b"\n", len(MAGIC)) + 1
+        return (data[:header_end],
+                json.loads(zlib.decompress(data[header_end:])))
+
+    def file_from_document(self, header, document):
+        import json
+        return header + zlib.compress(json.dumps(document).encode())
+
+
+class TestDumpLoadRoundTrip(SnapshotFileTestCase):
+    def test_round_trip_synthetic(self):
+        raw = make_raw_traces(3000, seed=1)
+        # Values the engine may produce: huge sizes, big domains, no
+        # total_nframe, undecodable filenames (surrogate escapes).
+        raw.append((2**32 - 1, 2**63 + 5, (("x\udcff.py", 2**31),), None))
+        raw.append((0, 0, (("", 0),), 0))
+        snapshot = tracemalloc.Snapshot(raw, 17)
+        snapshot.dump(self.filename)
+
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertIsInstance(loaded, tracemalloc.Snapshot)
+        self.assertEqual(loaded.traceback_limit, 17)
+        self.assertEqual(loaded.traces, snapshot.traces)
+        self.assertEqual(loaded.traces._traces, raw)
+        for original, copy in zip(raw, loaded.traces._traces):
+            self.assertIs(type(copy), tuple)
+            self.assertIs(type(copy[2]), tuple)
+        self.assertEqual(loaded.traces[-2].traceback.total_nframe, None)
+        self.assertEqual(loaded.statistics('traceback'),
+                         snapshot.statistics('traceback'))
+
+    def test_loaded_tracebacks_are_shared(self):
+        frames = (("a.py", 1), ("b.py", 2))
+        equal_copy = tuple(list(frames))
+        raw = [(0, 10, frames, 2), (0, 20, frames, 2),
+               (1, 30, equal_copy, 2)]
+        tracemalloc.Snapshot(raw, 2).dump(self.filename)
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        first, second, third = loaded.traces._traces
+        # Equal tracebacks come back as one tuple object, as from the engine.
+        self.assertIs(first[2], second[2])
+        self.assertIs(first[2], third[2])
+
+    def test_round_trip_real_snapshot(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracemalloc must be stopped before the test")
+        tracemalloc.start(10)
+        try:
+            data = [bytes(100) for _ in range(100)]
+            snapshot = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+        del data
+        snapshot.dump(self.filename)
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertEqual(loaded.traceback_limit, 10)
+        self.assertGreater(len(loaded.traces), 100)
+        self.assertEqual(loaded.traces, snapshot.traces)
+
+    def test_round_trip_attributes(self):
+        snapshot = tracemalloc.Snapshot([(0, 1, (("a.py", 1),), 1)], 1)
+        values = {
+            "none": None, "flag": True, "number": -12345678901234567890,
+            "ratio": 0.25, "text": "caf\xe9 \udcff", "raw": b"\x00\xff",
+            "items": [1, "two", (3, 4.5)], "pair": (None, False),
+            "unique": {1, "x", (2, 3)}, "frozen": frozenset({b"a"}),
+            "mapping": {"k": [1], 2: {"nested": ()}, (1, 2): frozenset()},
+            "empty": [],
+        }
+        for name, value in values.items():
+            setattr(snapshot, name, value)
+        snapshot.dump(self.filename)
+
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        for name, value in values.items():
+            with self.subTest(name=name):
+                self.assertEqual(getattr(loaded, name), value)
+                self.assertIs(type(getattr(loaded, name)), type(value))
+        self.assertIs(type(loaded.items[2]), tuple)
+        self.assertIs(type(loaded.mapping[2]["nested"]), tuple)
+
+    def test_dump_rejects_unsupported_attribute(self):
+        snapshot = tracemalloc.Snapshot([], 1)
+        snapshot.callback = print
+        with self.assertRaises(TypeError) as cm:
+            snapshot.dump(self.filename)
+        self.assertIn("'callback'", str(cm.exception))
+        self.assertFalse(os.path.exists(self.filename))
+
+    def test_dump_rejects_bad_traces(self):
+        for raw in ([(0, 1, (("a.py", 1),))],          # no total_nframe
+                    [(0, 1.5, (("a.py", 1),), 1)],     # float size
+                    [(0, 1, ((b"a.py", 1),), 1)]):     # bytes filename
+            with self.subTest(raw=raw):
+                with self.assertRaises(TypeError):
+                    tracemalloc.Snapshot(raw, 1).dump(self.filename)
+                self.assertFalse(os.path.exists(self.filename))
+
+    def test_load_subclass(self):
+        class MySnapshot(tracemalloc.Snapshot):
+            def __init__(self):     # another signature than Snapshot's
+                raise AssertionError("load() must not call __init__()")
+
+        tracemalloc.Snapshot([(0, 5, (("a.py", 1),), 1)], 3).dump(
+            self.filename)
+        loaded = MySnapshot.load(self.filename)
+        self.assertIs(type(loaded), MySnapshot)
+        self.assertEqual(loaded.traceback_limit, 3)
+        self.assertEqual(len(loaded.traces), 1)
+
+    def test_file_layout(self):
+        data = self.dump_bytes(tracemalloc.Snapshot([], 5))
+        self.assertTrue(data.startswith(MAGIC + b"version 1\n"))
+        header, document = self.payload_document(data)
+        self.assertEqual(document["traceback_limit"], 5)
+
+
+class TestLoadRejects(SnapshotFileTestCase):
+    def valid_file(self):
+        raw = make_raw_traces(200, seed=2)
+        snapshot = tracemalloc.Snapshot(raw, 6)
+        snapshot.note = "hello"
+        return self.dump_bytes(snapshot)
+
+    def test_empty_file(self):
+        self.assertRejected(b"", "empty")
+
+    def test_not_a_snapshot(self):
+        self.assertRejected(b"hello world\n" * 10, "not a snapshot file")
+        self.assertRejected(b"\x89PNG\r\n\x1a\n" + bytes(100),
+                            "not a snapshot file")
+
+    def test_pickle_file(self):
+        # A snapshot pickled by upstream CPython's Snapshot.dump().
+        data = pickle.dumps(tracemalloc.Snapshot([], 1),
+                            pickle.HIGHEST_PROTOCOL)
+        self.assertRejected(data, "not a snapshot file", "pickle")
+
+    def test_malicious_pickle_is_not_executed(self):
+        marker = os_helper.TESTFN + "_pwned"
+        self.addCleanup(os_helper.unlink, marker)
+
+        class Exploit:
+            def __reduce__(self):
+                return (open, (marker, "w"))
+
+        self.assertRejected(pickle.dumps(Exploit(), 4), "pickle")
+        self.assertFalse(os.path.exists(marker))
+
+    def test_unsupported_version(self):
+        valid = self.valid_file()
+        body = valid[len(MAGIC + b"version 1\n"):]
+        message = self.assertRejected(MAGIC + b"version 2\n" + body,
+                                      "unsupported", "version 2")
+        self.assertIn("version 1", message)
+        self.assertRejected(MAGIC + b"version 1000\n" + body,
+                            "unsupported", "version 1000")
+
+    def test_corrupt_version_line(self):
+        body = self.valid_file()[len(MAGIC + b"version 1\n"):]
+        for line in (b"version\n", b"version x\n", b"version -1\n",
+                     b"Version 1\n", b"version 1 extra\n",
+                     b"v" * 100 + b"\n"):
+            with self.subTest(line=line):
+                self.assertRejected(MAGIC + line + body, "corrupt header")
+
+    def test_truncated(self):
+        valid = self.valid_file()
+        header_length = len(MAGIC + b"version 1\n")
+        cuts = [1, len(MAGIC) - 1, len(MAGIC), len(MAGIC) + 3,
+                header_length, header_length + 1, header_length + 10,
+                (header_length + len(valid)) // 2, len(valid) - 1]
+        for cut in cuts:
+            with self.subTest(cut=cut):
+                self.assertRejected(valid[:cut], "truncated")
+
+    def test_corrupt_compressed_payload(self):
+        valid = self.valid_file()
+        header_length = len(MAGIC + b"version 1\n")
+        for position in (header_length, header_length + 1,
+                         len(valid) - 2):
+            data = bytearray(valid)
+            data[position] ^= 0xFF
+            with self.subTest(position=position):
+                self.assertRejected(bytes(data), "corrupt")
+
+    def test_trailing_data(self):
+        self.assertRejected(self.valid_file() + b"junk", "corrupt",
+                            "trailing")
+
+    def test_payload_not_json(self):
+        header = MAGIC + b"version 1\n"
+        self.assertRejected(header + zlib.compress(b"{not json"),
+                            "corrupt payload")
+        self.assertRejected(header + zlib.compress(b"\xff\xfe"),
+                            "corrupt payload")
+        self.assertRejected(header + zlib.compress(b"[" * 100_000),
+                            "corrupt payload")
+
+    def test_payload_wrong_structure(self):
+        header, document = self.payload_document(self.valid_file())
+        traces = document["traces"]
+        count = len(traces["size"])
+
+        def changed(**changes):
+            new = dict(document, traces=dict(traces))
+            for key, value in changes.items():
+                if key in traces:
+                    new["traces"][key] = value
+                else:
+                    new[key] = value
+            return new
+
+        bad_documents = {
+            "not an object": [1, 2, 3],
+            "missing key": {k: v for k, v in document.items()
+                            if k != "filenames"},
+            "extra key": dict(document, extra=1),
+            "limit type": changed(traceback_limit="25"),
+            "limit bool": changed(traceback_limit=True),
+            "filename type": changed(filenames=[1]),
+            "tracebacks type": changed(tracebacks={}),
+            "odd traceback": changed(tracebacks=[[0, 1, 0]]
+                                     + document["tracebacks"][1:]),
+            "filename index": changed(tracebacks=[[10**6, 1]]
+                                      + document["tracebacks"][1:]),
+            "negative filename index": changed(
+                tracebacks=[[-1, 1]] + document["tracebacks"][1:]),
+            "lineno type": changed(tracebacks=[[0, "1"]]
+                                   + document["tracebacks"][1:]),
+            "size type": changed(size=["1"] * count),
+            "size bool": changed(size=[True] * count),
+            "domain null": changed(domain=[None] * count),
+            "column length": changed(size=traces["size"][:-1]),
+            "traceback index": changed(traceback=[10**6] * count),
+            "negative traceback index": changed(traceback=[-1] * count),
+            "traces layout": changed(traces=[]),
+            "attributes type": changed(attributes=[]),
+            "attribute tag": changed(attributes={"x": ["pickle", "..."]}),
+            "attribute shape": changed(attributes={"x": [1, 2, 3]}),
+            "attribute object": changed(attributes={"x": {"a": 1}}),
+            "unhashable key": changed(
+                attributes={"x": ["dict", [[["list", []], 1]]]}),
+            "unhashable item": changed(
+                attributes={"x": ["set", [["list", []]]]}),
+            "bad hex": changed(attributes={"x": ["bytes", "zz"]}),
+            "reserved name": changed(attributes={"traces": 1}),
+        }
+        for name, bad in bad_documents.items():
+            with self.subTest(name):
+                self.assertRejected(self.file_from_document(header, bad),
+                                    "corrupt payload")
+
+    def test_random_damage_only_raises_value_error(self):
+        # Whatever the damage, load() either succeeds or raises ValueError:
+        # never another exception, never a crash.
+        valid = self.valid_file()
+        rng = random.Random(5)
+        for _ in range(300):
+            data = bytearray(valid)
+            for _ in range(rng.randint(1, 4)):
+                position = rng.randrange(len(data))
+                data[position] = rng.randrange(256)
+            if rng.random() < 0.3:
+                del data[rng.randrange(len(data)):]
+            self.write(bytes(data))
+            try:
+                tracemalloc.Snapshot.load(self.filename)
+            except ValueError:
+                pass
+
+    def test_random_documents_only_raise_value_error(self):
+        # Well-formed compressed JSON with random content.
+        header = MAGIC + b"version 1\n"
+        rng = random.Random(6)
+        atoms = [None, True, 0, -1, 2**70, 1.5, "", "a.py", [], {}]
+
+        def random_value(depth):
+            if depth > 3 or rng.random() < 0.4:
+                return rng.choice(atoms)
+            if rng.random() < 0.5:
+                return [random_value(depth + 1)
+                        for _ in range(rng.randint(0, 4))]
+            keys = ["traceback_limit", "filenames", "tracebacks", "traces",
+                    "attributes", "domain", "size", "traceback",
+                    "total_nframe", "x"]
+            return {rng.choice(keys): random_value(depth + 1)
+                    for _ in range(rng.randint(0, 6))}
+
+        for _ in range(300):
+            self.write(self.file_from_document(header, random_value(0)))
+            try:
+                tracemalloc.Snapshot.load(self.filename)
+            except ValueError:
+                pass
+
+    def test_missing_file(self):
+        with self.assertRaises(FileNotFoundError):
+            tracemalloc.Snapshot.load(self.filename)
+
+
+class TestAtomicDump(SnapshotFileTestCase):
+    def directory_entries(self):
+        directory = os.path.dirname(os.path.abspath(self.filename))
+        return set(os.listdir(directory))
+
+    def test_failed_write_keeps_old_file(self):
+        old = tracemalloc.Snapshot([(0, 1, (("old.py", 1),), 1)], 1)
+        old.dump(self.filename)
+        before = self.read()
+        entries = self.directory_entries()
+
+        new = tracemalloc.Snapshot(make_raw_traces(100, seed=3), 5)
+        with mock.patch("os.fsync", side_effect=OSError("disk full")):
+            with self.assertRaises(OSError):
+                new.dump(self.filename)
+        # The previous file is intact and no temporary file is left over.
+        self.assertEqual(self.read(), before)
+        self.assertEqual(self.directory_entries(), entries)
+
+        failing = tracemalloc.Snapshot([], 1)
+        failing.bad = object()
+        with self.assertRaises(TypeError):
+            failing.dump(self.filename)
+        self.assertEqual(self.read(), before)
+        self.assertEqual(self.directory_entries(), entries)
+
+    def test_interrupted_write_leaves_no_file(self):
+        snapshot = tracemalloc.Snapshot(make_raw_traces(100, seed=4), 5)
+        entries = self.directory_entries()
+        with mock.patch("os.replace", side_effect=KeyboardInterrupt):
+            with self.assertRaises(KeyboardInterrupt):
+                snapshot.dump(self.filename)
+        self.assertFalse(os.path.exists(self.filename))
+        self.assertEqual(self.directory_entries(), entries)
+
+    def test_replaces_existing_file(self):
+        self.write(b"previous content")
+        tracemalloc.Snapshot([(0, 1, (("a.py", 1),), 1)], 4).dump(
+            self.filename)
+        self.assertEqual(tracemalloc.Snapshot.load(self.filename)
+                         .traceback_limit, 4)
+
+    @unittest.skipUnless(os.name == 'posix', 'POSIX permissions')
+    def test_permissions(self):
+        snapshot = tracemalloc.Snapshot([], 1)
+        old_umask = os.umask(0o022)
+        try:
+            snapshot.dump(self.filename)
+        finally:
+            os.umask(old_umask)
+        # Like open(): 0o666 less the umask, not mkstemp()'s 0o600.
+        self.assertEqual(stat.S_IMODE(os.stat(self.filename).st_mode),
+                         0o644)
+        # The mode of a replaced file is kept.
+        os.chmod(self.filename, 0o640)
+        snapshot.dump(self.filename)
+        self.assertEqual(stat.S_IMODE(os.stat(self.filename).st_mode),
+                         0o640)
+
+    @os_helper.skip_unless_symlink
+    def test_symlink_is_followed(self):
+        target = self.filename + "_target"
+        link = self.filename + "_link"
+        self.addCleanup(os_helper.unlink, target)
+        self.addCleanup(os_helper.unlink, link)
+        with open(target, "wb"):
+            pass
+        os.symlink(os.path.abspath(target), link)
+        tracemalloc.Snapshot([], 9).dump(link)
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(tracemalloc.Snapshot.load(target).traceback_limit,
+                         9)
+
+
+class TestStatistics(unittest.TestCase):
+    def check_statistics(self, raw):
+        snapshot = tracemalloc.Snapshot(raw, 6)
+        for key_type, cumulative in (('lineno', False), ('filename', False),
+                                     ('traceback', False), ('lineno', True),
+                                     ('filename', True)):
+            with self.subTest(key_type=key_type, cumulative=cumulative):
+                stats = snapshot.statistics(key_type, cumulative)
+                expected = {
+                    tuple(reversed(key)): tuple(value) for key, value
+                    in naive_group(raw, key_type, cumulative).items()}
+                self.assertEqual(stat_map(stats), expected)
+                self.assertEqual(len(stats), len(expected))
+                # Biggest first, ties broken by count then traceback.
+                keys = [(s.size, s.count, s.traceback) for s in stats]
+                self.assertEqual(keys, sorted(keys, reverse=True))
+                for statistic in stats:
+                    self.assertIsNone(statistic.traceback.total_nframe)
+
+    def test_statistics_match_reference(self):
+        for seed in range(3):
+            self.check_statistics(make_raw_traces(4000, seed=seed))
+
+    def test_statistics_empty(self):
+        snapshot = tracemalloc.Snapshot([], 1)
+        self.assertEqual(snapshot.statistics('lineno'), [])
+        self.assertEqual(snapshot.compare_to(snapshot, 'lineno'), [])
+
+    def test_recursion_counts_each_frame(self):
+        raw = [(0, 10, (("a.py", 1), ("a.py", 1), ("b.py", 2)), 3)]
+        stats = tracemalloc.Snapshot(raw, 3).statistics('lineno', True)
+        self.assertEqual(stat_map(stats), {(("a.py", 1),): (20, 2),
+                                           (("b.py", 2),): (10, 1)})
+
+    def test_compare_to_matches_reference(self):
+        old_raw = make_raw_traces(3000, seed=10)
+        new_raw = old_raw[:2000] + make_raw_traces(1500, seed=11)
+        old = tracemalloc.Snapshot(old_raw, 6)
+        new = tracemalloc.Snapshot(new_raw, 6)
+        for key_type, cumulative in (('lineno', False), ('filename', False),
+                                     ('traceback', False), ('lineno', True)):
+            with self.subTest(key_type=key_type, cumulative=cumulative):
+                old_groups = naive_group(old_raw, key_type, cumulative)
+                new_groups = naive_group(new_raw, key_type, cumulative)
+                expected = {}
+                for key in old_groups.keys() | new_groups.keys():
+                    size, count = new_groups.get(key, (0, 0))
+                    old_size, old_count = old_groups.get(key, (0, 0))
+                    expected[tuple(reversed(key))] = (
+                        size, size - old_size, count, count - old_count)
+
+                diffs = new.compare_to(old, key_type, cumulative)
+                got = {tuple((f.filename, f.lineno) for f in d.traceback):
+                       (d.size, d.size_diff, d.count, d.count_diff)
+                       for d in diffs}
+                self.assertEqual(got, expected)
+                self.assertEqual(len(diffs), len(expected))
+                keys = [(abs(d.size_diff), d.size, abs(d.count_diff),
+                         d.count, d.traceback) for d in diffs]
+                self.assertEqual(keys, sorted(keys, reverse=True))
+
+    def test_filter_traces_matches_reference(self):
+        raw = make_raw_traces(4000, seed=20)
+        snapshot = tracemalloc.Snapshot(raw, 6)
+
+        class SizeFilter(tracemalloc.BaseFilter):
+            # A custom filter may depend on anything, not only the frames.
+            def _match(self, trace):
+                return trace[1] % 2 == 0
+
+        filter_sets = [
+            [tracemalloc.Filter(False, "a.py")],
+            [tracemalloc.Filter(True, "*.py", lineno=3)],
+            [tracemalloc.Filter(True, "b.py", all_frames=True),
+             tracemalloc.Filter(True, "pkg/*")],
+            [tracemalloc.Filter(False, "<unknown>", all_frames=True),
+             tracemalloc.DomainFilter(False, 7)],
+            [tracemalloc.Filter(False, "d.py", domain=1)],
+            [tracemalloc.DomainFilter(True, 0), SizeFilter(True)],
+        ]
+        for filters in filter_sets:
+            with self.subTest(filters=filters):
+                include = [f for f in filters if f.inclusive]
+                exclude = [f for f in filters if not f.inclusive]
+                expected = [
+                    trace for trace in raw
+                    if (not include or any(f._match(trace) for f in include))
+                    and all(f._match(trace) for f in exclude)]
+                got = snapshot.filter_traces(filters).traces._traces
+                self.assertEqual(got, expected)
+
+    def test_format_size(self):
+        cases = [
+            (0, '0 B', '+0 B'), (66, '66 B', '+66 B'),
+            (9999, '9999 B', '+9999 B'), (10240, '10.0 KiB', '+10.0 KiB'),
+            (10 * 1024 ** 2, '10.0 MiB', '+10.0 MiB'),
+            (123456789, '118 MiB', '+118 MiB'),
+            (5 * 2 ** 40, '5120 GiB', '+5120 GiB'),
+            (2 ** 60, '1048576 TiB', '+1048576 TiB'),
+            (-66, '-66 B', '-66 B'), (2501.5, '2502 B', '+2502 B'),
+        ]
+        for size, plain, signed in cases:
+            with self.subTest(size=size):
+                self.assertEqual(tracemalloc._format_size(size, False),
+                                 plain)
+                self.assertEqual(tracemalloc._format_size(size, True),
+                                 signed)
+
+
+class TestLeakReport(unittest.TestCase):
+    """python -m tracemalloc"""
+
+    LEAK_SCRIPT = textwrap.dedent("""
+        import sys
+
+        _cache = []
+
+        def handle(n):
+            payload = "x" * 1000 + str(n)
+            _cache.append(payload)
+            return len(payload)
+
+        def main():
+            for n in range(3000):
+                handle(n)
+            scratch = [bytes(500) for _ in range(500)]
+            print("argv", sys.argv[1:])
+
+        main()
+    """)
+    LEAK_LINE = 7       # payload = "x" * 1000 + str(n)
+
+    def setUp(self):
+        self.directory = self.enterContext(os_helper.temp_dir())
+
+    def script(self, source=None, name="leaky"):
+        return make_script(self.directory, name,
+                           self.LEAK_SCRIPT if source is None else source)
+
+    def child_env(self, env):
+        # The child must run the tracemalloc module under test, even when it
+        # is not the one of the interpreter's standard library (tests run
+        # against a source tree): put its directory first on the path.
+        paths = [os.path.dirname(os.path.abspath(tracemalloc.__file__))]
+        if os.environ.get("PYTHONPATH"):
+            paths.append(os.environ["PYTHONPATH"])
+        return dict(env, PYTHONPATH=os.pathsep.join(paths),
+                    __isolated=False)
+
+    def run_ok(self, *args, **env):
+        return assert_python_ok(*args, **self.child_env(env))
+
+    def run_failure(self, *args, **env):
+        return assert_python_failure(*args, **self.child_env(env))
+
+    def report_lines(self, stderr):
+        return [line for line in stderr.decode().splitlines()
+                if line.startswith("#")]
+
+    def test_leak_first_with_x_option(self):
+        script = self.script()
+        rc, out, err = self.run_ok('-X', 'tracemalloc=25',
+                                   '-m', 'tracemalloc', script)
+        lines = self.report_lines(err)
+        self.assertTrue(lines, err)
+        self.assertTrue(lines[0].startswith(f"#1: {script}:{self.LEAK_LINE}:"),
+                        err)
+        # About 3000 blocks of 1 KiB.
+        self.assertIn("count=3000", lines[0])
+        self.assertIn(b'payload = "x" * 1000 + str(n)', err)
+        # The report goes to stderr, the script's output stays on stdout.
+        self.assertEqual(out.strip(), b"argv []")
+        self.assertNotIn(b"#1:", out)
+        # Freed memory (the scratch list) is not reported.
+        self.assertNotIn(f"{script}:14:", err.decode())
+
+    def test_tool_starts_tracing(self):
+        script = self.script()
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '--top', '1',
+                                   script)
+        lines = self.report_lines(err)
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith(f"#1: {script}:{self.LEAK_LINE}:"),
+                        err)
+        self.assertIn(b"(traceback limit: 25)", err)
+        self.assertIn(b"other sites", err)
+        self.assertIn(b"Total:", err)
+
+    def test_nframe_option(self):
+        script = self.script()
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '-n', '3', script)
+        self.assertIn(b"(traceback limit: 3)", err)
+
+    def test_group_by_filename(self):
+        script = self.script()
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '--group-by',
+                                   'filename', script)
+        lines = self.report_lines(err)
+        self.assertTrue(lines[0].startswith(f"#1: {script}: "), err)
+
+    def test_group_by_traceback(self):
+        script = self.script()
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '--group-by',
+                                   'traceback', '--top', '1', script)
+        text = err.decode()
+        self.assertIn("#1: size=", text)
+        # The traceback shows the whole call chain of the leak.
+        self.assertIn(f'File "{script}", line {self.LEAK_LINE}', text)
+        self.assertIn(f'File "{script}", line 13', text)   # handle(n)
+
+    def test_script_arguments(self):
+        script = self.script()
+        rc, out, err = self.run_ok('-m', 'tracemalloc', script,
+                                   'a', '--top', '-n')
+        self.assertEqual(out.strip(), b"argv ['a', '--top', '-n']")
+
+    def test_exception(self):
+        source = textwrap.dedent("""
+            kept = [bytearray(10000) for _ in range(100)]
+
+            def fail():
+                big_local = [bytes(1000) for _ in range(1000)]
+                raise RuntimeError("boom")
+
+            fail()
+        """)
+        script = self.script(source)
+        rc, out, err = self.run_failure('-m', 'tracemalloc', script)
+        self.assertEqual(rc, 1)
+        text = err.decode()
+        self.assertIn("RuntimeError: boom", text)
+        self.assertIn(f'File "{script}", line 8, in <module>', text)
+        # Module globals stay alive as in a normal run...
+        lines = self.report_lines(err)
+        self.assertTrue(lines[0].startswith(f"#1: {script}:2:"), text)
+        # ... but not the locals of the failed function.
+        self.assertNotIn(f"{script}:5:", text)
+        # The error comes before the report.
+        self.assertLess(text.index("RuntimeError"), text.index("#1:"))
+
+    def test_system_exit(self):
+        source = textwrap.dedent("""
+            import sys
+            table = {n: str(n) * 20 for n in range(5000)}
+            sys.exit(3)
+        """)
+        script = self.script(source)
+        rc, out, err = self.run_failure('-m', 'tracemalloc', script)
+        self.assertEqual(rc, 3)
+        self.assertNotIn(b"Traceback", err)
+        lines = self.report_lines(err)
+        self.assertTrue(lines[0].startswith(f"#1: {script}:3:"), err)
+
+    def test_module_mode(self):
+        self.script(name="leaky_module")
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '-m', 'leaky_module',
+                                   'x', __cwd=self.directory)
+        self.assertEqual(out.strip(), b"argv ['x']")
+        lines = self.report_lines(err)
+        self.assertTrue(lines[0].startswith("#1: "), err)
+        self.assertIn(f"leaky_module.py:{self.LEAK_LINE}: ", lines[0])
+
+    def test_output_file(self):
+        script = self.script()
+        output = os.path.join(self.directory, "leak.snapshot")
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '--output', output,
+                                   script)
+        self.assertIn(b"snapshot written to", err)
+        snapshot = tracemalloc.Snapshot.load(output)
+        top = snapshot.statistics('lineno')[0]
+        self.assertEqual((top.traceback[0].filename,
+                          top.traceback[0].lineno),
+                         (script, self.LEAK_LINE))
+        # The tool's own allocations are not in the dumped snapshot.
+        own_file = tracemalloc.__file__
+        self.assertFalse(any(trace.traceback[-1].filename == own_file
+                             for trace in snapshot.traces))
+
+    def test_nothing_left(self):
+        script = self.script("print(len([0] * 1000))\n")
+        rc, out, err = self.run_ok('-m', 'tracemalloc', script)
+        self.assertIn(b"is still held at exit", err)
+
+    def test_target_stops_tracing(self):
+        script = self.script("import tracemalloc\ntracemalloc.stop()\n")
+        rc, out, err = self.run_ok('-m', 'tracemalloc', script)
+        self.assertIn(b"the program stopped tracing, no report", err)
+        self.assertNotIn(b"Traceback", err)
+
+    def test_report_survives_stderr_replacement(self):
+        source = textwrap.dedent("""
+            import io, sys
+            kept = [bytearray(10000) for _ in range(100)]
+            sys.stderr = io.StringIO()
+        """)
+        script = self.script(source)
+        rc, out, err = self.run_ok('-m', 'tracemalloc', script)
+        lines = self.report_lines(err)
+        self.assertTrue(lines and lines[0].startswith(f"#1: {script}:3:"),
+                        err)
+
+    def test_usage_errors(self):
+        script = self.script()
+        bad_command_lines = [
+            (),
+            ('--top', '0', script),
+            ('--top', 'many', script),
+            ('-n', '-1', script),
+            ('--group-by', 'function', script),
+            ('--no-such-option', script),
+            (os.path.join(self.directory, "missing.py"),),
+            ('-m',),
+            ('-m', 'no_such_module_for_tracemalloc'),
+        ]
+        for args in bad_command_lines:
+            with self.subTest(args=args):
+                rc, out, err = self.run_failure('-m', 'tracemalloc', *args)
+                self.assertEqual(rc, 2)
+                self.assertIn(b"usage: python -m tracemalloc", err)
+                self.assertIn(b"error:", err)
+                self.assertNotIn(b"Traceback", err)
+
+    def test_help(self):
+        rc, out, err = self.run_ok('-m', 'tracemalloc', '--help')
+        for option in (b"--nframe", b"--top", b"--group-by", b"--output"):
+            self.assertIn(option, out)
+
+
+if __name__ == "__main__":
+    unittest.main()
