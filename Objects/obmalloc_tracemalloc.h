@@ -43,6 +43,27 @@ static struct {
     size_t memory;          /* bytes of slot arrays + registry */
 } tm_pools;
 
+/* Recently used pools: a pool found here is known to be a live pymalloc
+   pool, so the radix-tree lookup and the registry check are skipped.
+   Emptied whenever a slot array is freed or an arena goes away. */
+#define POOL_CACHE_SIZE 64
+static struct {
+    poolp pool;
+    pool_traces *pt;
+} tm_pool_cache[POOL_CACHE_SIZE];
+
+static inline size_t
+pool_cache_index(poolp pool)
+{
+    return ((uintptr_t)pool >> POOL_BITS) & (POOL_CACHE_SIZE - 1);
+}
+
+static void
+pool_cache_clear(void)
+{
+    memset(tm_pool_cache, 0, sizeof(tm_pool_cache));
+}
+
 static size_t
 pool_traces_size(uint32_t nslots)
 {
@@ -54,6 +75,7 @@ pool_traces_free(uint32_t index)
 {
     pool_traces *pt = tm_pools.entries[index];
     tm_pools.memory -= pool_traces_size(pt->nslots);
+    pool_cache_clear();
     free(pt);
     tm_pools.entries[index] = NULL;
     tm_pools.free_indexes[tm_pools.nfree++] = index;
@@ -136,26 +158,10 @@ pool_traces_create(poolp pool, int *nomem)
     return pt;
 }
 
-/* Hot path: the slot of a block.  Cost: one radix-tree lookup (the same one
-   pymalloc's free does), one registry load, a multiply. */
-_PyTraceMalloc_Slot *
-_PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
-                        uint32_t **live)
+/* The slot of P in the slot array PT of its pool. */
+static inline _PyTraceMalloc_Slot *
+pool_traces_slot(pool_traces *pt, poolp pool, const void *p, uint32_t **live)
 {
-    if (!arena_map_is_used((block *)p)) {
-        return NULL;
-    }
-    poolp pool = POOL_ADDR(p);
-    pool_traces *pt = pool_traces_lookup(pool);
-    if (pt == NULL || pt->szidx != pool->szidx) {
-        if (!create) {
-            return NULL;
-        }
-        pt = pool_traces_create(pool, nomem);
-        if (pt == NULL) {
-            return NULL;
-        }
-    }
     /* Under the debug hooks the caller's pointer is 2 words into the
        block; the index still names the right block. */
     uint32_t offset = (uint32_t)((const block *)p
@@ -169,6 +175,37 @@ _PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
     return &pt->slots[index];
 }
 
+/* Hot path: the slot of a block.  Cost on a pool-cache hit: two loads and
+   a compare, then a multiply.  Otherwise one radix-tree lookup (the same one
+   pymalloc's free does) and a registry check. */
+_PyTraceMalloc_Slot *
+_PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
+                        uint32_t **live)
+{
+    poolp pool = POOL_ADDR(p);
+    size_t ci = pool_cache_index(pool);
+    pool_traces *pt = tm_pool_cache[ci].pt;
+    if (tm_pool_cache[ci].pool == pool && pt->szidx == pool->szidx) {
+        return pool_traces_slot(pt, pool, p, live);
+    }
+    if (!arena_map_is_used((block *)p)) {
+        return NULL;
+    }
+    pt = pool_traces_lookup(pool);
+    if (pt == NULL || pt->szidx != pool->szidx) {
+        if (!create) {
+            return NULL;
+        }
+        pt = pool_traces_create(pool, nomem);
+        if (pt == NULL) {
+            return NULL;
+        }
+    }
+    tm_pool_cache[ci].pool = pool;
+    tm_pool_cache[ci].pt = pt;
+    return pool_traces_slot(pt, pool, p, live);
+}
+
 void
 _PyTraceMalloc_ArenaFreed(uintptr_t arena_base, uintptr_t carved_end)
 {
@@ -176,6 +213,7 @@ _PyTraceMalloc_ArenaFreed(uintptr_t arena_base, uintptr_t carved_end)
         return;     /* never traced since the last clear */
     }
     _PyTraceMalloc_Lock();
+    pool_cache_clear();
     uintptr_t first = (arena_base + POOL_SIZE - 1) & ~(uintptr_t)(POOL_SIZE - 1);
     for (uintptr_t p = first; p < carved_end; p += POOL_SIZE) {
         poolp pool = (poolp)p;
@@ -215,6 +253,7 @@ _PyTraceMalloc_PoolSlotsClear(void)
     free(tm_pools.entries);
     free(tm_pools.free_indexes);
     memset(&tm_pools, 0, sizeof(tm_pools));
+    pool_cache_clear();
 }
 
 size_t

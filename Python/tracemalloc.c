@@ -160,13 +160,19 @@ _PyTraceMalloc_NewReference(PyObject *op)
         return -1;
     }
     uintptr_t ptr = object_block(op);
-    PyThreadState *tstate = _PyThreadState_GET();
-    _PyTraceMalloc_Lock();
-    _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(tstate);
     int found = 0;
-    if (node != UINT32_MAX) {
-        found = _PyTraceMalloc_StoreSetNode_unlocked(
-            _PyTraceMalloc_DEFAULT_DOMAIN, ptr, node);
+    _PyTraceMalloc_Lock();
+    /* Objects allocated before tracing started have no trace: find the
+       trace first, and compute the traceback only for traced objects. */
+    uint32_t *ref = _PyTraceMalloc_StoreNodeRef_unlocked(
+        _PyTraceMalloc_DEFAULT_DOMAIN, ptr);
+    if (ref != NULL) {
+        _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(
+            _PyThreadState_GET());
+        if (node != UINT32_MAX) {
+            _PyTraceMalloc_StoreWriteNode(ref, node);
+            found = 1;
+        }
     }
     _PyTraceMalloc_Unlock();
     return found ? 0 : -1;

@@ -370,12 +370,14 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
         tm_store.used++;
         tm_store.ntraces++;
     }
-    e->node = node;
+    e->node = node ? node : UINT32_MAX;
     e->size = size;
     totals_add(size);
     return 0;
 }
 
+/* Traces keep the node 0 (no frame) as UINT32_MAX, which no real node
+   reaches, so that 0 can mark an empty pool slot. */
 static inline _PyTraceMalloc_Node
 slot_node(const _PyTraceMalloc_Slot *slot)
 {
@@ -427,30 +429,26 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
     if (e == NULL) {
         return 0;
     }
-    *node = e->node;
+    *node = e->node == UINT32_MAX ? 0 : e->node;
     *size = e->size;
     return 1;
 }
 
-int
-_PyTraceMalloc_StoreSetNode_unlocked(unsigned int domain, uintptr_t ptr,
-                                     _PyTraceMalloc_Node node)
+/* Where the node of PTR's trace is stored, or NULL if PTR has no trace.
+   Store the node with _PyTraceMalloc_StoreWriteNode(). */
+uint32_t *
+_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
             (const void *)ptr, 0, NULL, &live);
-        if (slot != NULL && slot->node != 0) {
-            slot->node = node ? node : UINT32_MAX;
-            return 1;
+        if (slot != NULL) {
+            return slot->node != 0 ? &slot->node : NULL;
         }
     }
     table_entry *e = table_find(domain, ptr);
-    if (e == NULL) {
-        return 0;
-    }
-    e->node = node;
-    return 1;
+    return e != NULL ? &e->node : NULL;
 }
 
 void
@@ -520,7 +518,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count)
             }
             _PyTraceMalloc_TraceCopy *t = &st.out[st.n++];
             t->domain = e->domain;
-            t->node = e->node;
+            t->node = e->node == UINT32_MAX ? 0 : e->node;
             t->size = e->size;
         }
     }
@@ -551,7 +549,7 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
             }
             table_count++;
             table_size += e->size;
-            if (e->node >= nnodes) {
+            if (e->node >= nnodes && e->node != UINT32_MAX) {
                 reason = "a table trace names a node that does not exist";
                 break;
             }

@@ -193,9 +193,14 @@ extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
 extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                             _PyTraceMalloc_Node *node,
                                             size_t *size);
-extern int _PyTraceMalloc_StoreSetNode_unlocked(unsigned int domain,
-                                                uintptr_t ptr,
-                                                _PyTraceMalloc_Node node);
+extern uint32_t *_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain,
+                                                      uintptr_t ptr);
+/* Traces store the node 0 (no frame) as UINT32_MAX: 0 marks free slots. */
+static inline void
+_PyTraceMalloc_StoreWriteNode(uint32_t *ref, _PyTraceMalloc_Node node)
+{
+    *ref = node ? node : UINT32_MAX;
+}
 typedef struct {
     unsigned int domain;
     _PyTraceMalloc_Node node;
