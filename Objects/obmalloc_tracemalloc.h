@@ -40,6 +40,9 @@ static struct {
     uint32_t cap;
     uint32_t *free_indexes; /* indexes of NULL entries, to reuse */
     uint32_t nfree;
+    /* Offset of the caller's pointer in its block: 2 words under the
+       debug hooks, else 0.  Set when tracing starts. */
+    uint32_t caller_skew;
     size_t memory;          /* bytes of slot arrays + registry */
 } tm_pools;
 
@@ -168,7 +171,11 @@ pool_traces_slot(pool_traces *pt, poolp pool, const void *p, uint32_t **live)
                                  - ((block *)pool + POOL_OVERHEAD));
     uint32_t index = (uint32_t)(((uint64_t)offset * pt->reciprocal) >> 32);
     assert(index == offset / INDEX2SIZE(pt->szidx));
-    if (index >= pt->nslots) {
+    /* Only the address a caller was given names the block: any other
+       address inside it (PyTraceMalloc_Track() of an interior pointer)
+       is a different key, kept in the table like upstream. */
+    uint32_t skew = offset - index * INDEX2SIZE(pt->szidx);
+    if (index >= pt->nslots || skew != tm_pools.caller_skew) {
         return NULL;
     }
     *live = &pt->live;
@@ -253,6 +260,7 @@ _PyTraceMalloc_PoolSlotsClear(void)
     free(tm_pools.entries);
     free(tm_pools.free_indexes);
     memset(&tm_pools, 0, sizeof(tm_pools));
+    tm_pools.caller_skew = _PyMem_DebugEnabled() ? 2 * sizeof(size_t) : 0;
     pool_cache_clear();
 }
 

@@ -48,6 +48,24 @@ engine_leave(int side)
     }
 }
 
+/* The last trace this thread took out before a free or a realloc.  The
+   debug hooks find a damaged block inside the free, after the hook has
+   taken its trace out: _PyMem_DumpTraceback() still shows where it came
+   from. */
+static _Thread_local struct {
+    uintptr_t ptr;
+    _PyTraceMalloc_Node node;
+    uint32_t generation;
+} last_removed;
+
+static inline void
+remember_removed(void *ptr, _PyTraceMalloc_Node node)
+{
+    last_removed.ptr = (uintptr_t)ptr;
+    last_removed.node = node;
+    last_removed.generation = _PyTraceMalloc_cct_generation;
+}
+
 /* Record PTR; -1 when the bookkeeping could not get memory. */
 static int
 trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
@@ -90,9 +108,12 @@ _PyTraceMalloc_OnFree(void *ptr, int gil_held)
         return;
     }
     PyThreadState *tstate;
+    _PyTraceMalloc_Node node;
     int side = engine_enter(gil_held, &tstate);
-    _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                        (uintptr_t)ptr);
+    if (_PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                            (uintptr_t)ptr, &node)) {
+        remember_removed(ptr, node);
+    }
     engine_leave(side);
 }
 
@@ -110,11 +131,13 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     size_t old_size = 0;
     PyThreadState *tstate;
     int side = engine_enter(gil_held, &tstate);
+    uint32_t generation = _PyTraceMalloc_cct_generation;
     int had_trace = _PyTraceMalloc_StoreGet_unlocked(
         _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &old_node, &old_size);
     if (had_trace) {
         _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                            (uintptr_t)ptr);
+                                            (uintptr_t)ptr, &old_node);
+        remember_removed(ptr, old_node);
     }
     engine_leave(side);
 
@@ -124,7 +147,10 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
             /* The old block lives on: put its trace back.  This reuses
                the room just freed, so it cannot fail for lack of memory. */
             side = engine_enter(gil_held, &tstate);
-            if (_Py_tracemalloc_config.tracing) {
+            /* Not if clear_traces() or stop() ran meanwhile: the trace
+               was cleared, and its node named another tree. */
+            if (_Py_tracemalloc_config.tracing
+                && generation == _PyTraceMalloc_cct_generation) {
                 (void)_PyTraceMalloc_StoreAdd_unlocked(
                     _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
                     old_size, old_node);
@@ -233,7 +259,8 @@ _PyTraceMalloc_Stop(void)
     }
     _PyTraceMalloc_Lock();
     _Py_tracemalloc_config.tracing = 0;
-    engine_clear_unlocked();
+    _PyTraceMalloc_StoreClear_unlocked();
+    _PyTraceMalloc_CCTRelease_unlocked();
     _PyTraceMalloc_Unlock();
 }
 
@@ -244,12 +271,8 @@ _PyTraceMalloc_ClearTraces(void)
         return;
     }
     _PyTraceMalloc_Lock();
+    /* Keeps the cct's cache: cannot fail. */
     engine_clear_unlocked();
-    int res = _PyTraceMalloc_CCTStart_unlocked();
-    if (res < 0) {
-        /* Without its cache the engine records every block as '<unknown>'
-           rather than failing: clear_traces() has no error to report. */
-    }
     _PyTraceMalloc_Unlock();
 }
 
@@ -289,7 +312,8 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     }
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
-    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr);
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr, &node);
     engine_leave(side);
     return 0;
 }
@@ -338,6 +362,12 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
     int side = engine_enter(0, &tstate);
     int found = _PyTraceMalloc_StoreGet_unlocked(
         _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node, &size);
+    if (!found && last_removed.ptr == (uintptr_t)ptr
+        && last_removed.generation == _PyTraceMalloc_cct_generation) {
+        /* Being freed or resized by this thread right now. */
+        node = last_removed.node;
+        found = 1;
+    }
     if (!found) {
         engine_leave(side);
         return;
@@ -364,18 +394,24 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
             PUTS(fd, "<unknown>");
         }
         else {
-            /* ASCII with escapes, like faulthandler. */
-            char buf[16];
+            /* ASCII with escapes, like faulthandler's _Py_DumpASCII(). */
             for (Py_ssize_t j = 0; j < length; j++) {
                 Py_UCS4 ch = PyUnicode_READ(kind, data, j);
-                if (ch >= ' ' && ch < 0x7f) {
-                    buf[0] = (char)ch;
-                    _Py_write_noraise(fd, buf, 1);
+                if (' ' <= ch && ch <= 126) {
+                    char c = (char)ch;
+                    _Py_write_noraise(fd, &c, 1);
+                }
+                else if (ch <= 0xff) {
+                    PUTS(fd, "\\x");
+                    _Py_DumpHexadecimal(fd, ch, 2);
+                }
+                else if (ch <= 0xffff) {
+                    PUTS(fd, "\\u");
+                    _Py_DumpHexadecimal(fd, ch, 4);
                 }
                 else {
-                    int n = PyOS_snprintf(buf, sizeof(buf), "\\U%08x",
-                                          (unsigned int)ch);
-                    _Py_write_noraise(fd, buf, n);
+                    PUTS(fd, "\\U");
+                    _Py_DumpHexadecimal(fd, ch, 8);
                 }
             }
         }

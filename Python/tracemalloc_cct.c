@@ -468,15 +468,20 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     memset(&cct.storage, 0, sizeof(cct.storage));
     free(cct.node_index);
     free(cct.string_index);
-    free(cct.cache);
     cct.node_index = NULL;
     cct.node_index_mask = 0;
     cct.string_index = NULL;
     cct.string_index_mask = 0;
     cct.nstrings = 0;
-    cct.cache = NULL;
     cct.nnodes = 1;             /* 0 is the empty traceback */
     cct.memory = 0;
+    if (cct.cache != NULL) {
+        /* Kept, emptied: clear_traces() cannot fail for want of memory,
+           and tracing goes on with a working cache. */
+        size_t size = sizeof(cct_cache_entry) << CACHE_BITS;
+        memset(cct.cache, 0, size);
+        cct.memory = size;
+    }
     _PyTraceMalloc_cct_generation++;
     if (_PyTraceMalloc_cct_generation == 0) {
         _PyTraceMalloc_cct_generation = 1;  /* 0 marks reset frames */
@@ -494,12 +499,19 @@ _PyTraceMalloc_CCTStart_unlocked(void)
             return -1;
         }
         cct.memory += size;
-        cct.nnodes = 1;
-        if (node_reserve(0) < 0) {
-            return -1;
-        }
     }
+    cct.nnodes = 1;
     return 0;
+}
+
+/* Give back the cache too (stop()). */
+void
+_PyTraceMalloc_CCTRelease_unlocked(void)
+{
+    _PyTraceMalloc_CCTReset_unlocked();
+    free(cct.cache);
+    cct.cache = NULL;
+    cct.memory = 0;
 }
 
 uint32_t

@@ -384,15 +384,17 @@ slot_node(const _PyTraceMalloc_Slot *slot)
     return slot->node == UINT32_MAX ? 0 : slot->node;
 }
 
-/* Return 1 if a trace was removed, 0 if PTR had none. */
+/* Return 1 if a trace was removed (its node in *NODE), 0 if PTR had none. */
 int
-_PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr)
+_PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
+                                    _PyTraceMalloc_Node *node)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
             (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
+            *node = slot_node(slot);
             tm_store.current -= slot->size;
             tm_store.ntraces--;
             slot->node = 0;
@@ -405,6 +407,7 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr)
     if (e == NULL) {
         return 0;
     }
+    *node = e->node == UINT32_MAX ? 0 : e->node;
     tm_store.current -= e->size;
     tm_store.ntraces--;
     table_delete(e);

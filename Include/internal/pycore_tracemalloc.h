@@ -106,6 +106,7 @@ extern _PyTraceMalloc_Node _PyTraceMalloc_CurrentNode_unlocked(
 extern uint32_t _PyTraceMalloc_NodeCount(void);
 extern int _PyTraceMalloc_CCTStart_unlocked(void);
 extern void _PyTraceMalloc_CCTReset_unlocked(void);
+extern void _PyTraceMalloc_CCTRelease_unlocked(void);
 extern size_t _PyTraceMalloc_CCTMemory_unlocked(void);
 /* A reader's view of node storage.  Taken with the GIL held after copying
    the traces: it keeps every node those traces name readable without the
@@ -189,7 +190,8 @@ extern int _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
                                             size_t size,
                                             _PyTraceMalloc_Node node);
 extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
-                                               uintptr_t ptr);
+                                               uintptr_t ptr,
+                                               _PyTraceMalloc_Node *node);
 extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                             _PyTraceMalloc_Node *node,
                                             size_t *size);
