@@ -751,6 +751,8 @@ class TracebackTest(EngineTestCase):
 
     # -- exec/compile: code objects freed and their addresses reused ------
 
+    @unittest.skipIf(support.check_sanitizer(address=True),
+                     "ASan's quarantine keeps freed addresses from reuse")
     def test_exec_fresh_code_in_a_loop(self):
         names = ['<engine-exec-%d>', 'engine_exec_%d.py', 'caf\xe9_%d.py',
                  '\u20ac/%d.py', '\U0001f600_%d.py']
