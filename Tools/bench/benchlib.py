@@ -1,0 +1,214 @@
+"""Helpers shared by the benchmark runners (run.py, memory.py, scaling.py).
+
+Runs under any Python 3.11; only the standard library is used.
+"""
+
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(BENCH_DIR))
+RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+
+# The six configurations, in their canonical order.  (side, frames); frames 0
+# means tracemalloc off.
+CONFIGS = [("pristine", 0), ("pristine", 1), ("pristine", 25),
+           ("fork", 0), ("fork", 1), ("fork", 25)]
+
+
+def config_label(side, frames):
+    return f"{side} {'off' if frames == 0 else f'N={frames}'}"
+
+
+def child_env():
+    """A clean environment: no PYTHON* variables from the caller (so no
+    PYTHONTRACEMALLOC, PYTHONPATH...), a fixed hash seed, bytecode caching
+    allowed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONHASHSEED"] = "0"
+    env["LC_ALL"] = env.get("LC_ALL", "C.UTF-8")
+    return env
+
+
+def python_cmd(python, frames):
+    cmd = [python, "-s"]
+    if frames:
+        cmd += ["-X", f"tracemalloc={frames}"]
+    return cmd
+
+
+class ChildError(Exception):
+    pass
+
+
+def run_child(cmd, timeout, cwd=None):
+    """Run a child; return its last stdout line parsed as JSON plus stderr."""
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=child_env(), timeout=timeout, cwd=cwd,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ChildError(f"timed out after {timeout}s: {' '.join(cmd)}")
+    out = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+    err = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0 or not out:
+        tail = "\n".join(err.strip().splitlines()[-8:])
+        raise ChildError(f"exit {proc.returncode}: {' '.join(cmd)}\n{tail}")
+    try:
+        data = json.loads(out[-1])
+    except ValueError:
+        raise ChildError(f"no JSON result line from {' '.join(cmd)}: {out[-1][:200]!r}")
+    return data, err
+
+
+def check_tracing(data, frames):
+    """Validate that the child really ran with the intended tracemalloc
+    setting; return an error string or None."""
+    tracing = data.get("tracing")
+    if frames == 0 and tracing:
+        return "tracemalloc was tracing in an 'off' configuration"
+    if frames and not tracing:
+        return f"tracemalloc was NOT tracing under -X tracemalloc={frames}"
+    if frames and data.get("traceback_limit") != frames:
+        return f"traceback limit {data.get('traceback_limit')} != {frames}"
+    return None
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not values:
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt_duration(seconds):
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    m, s = divmod(seconds, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+class Progress:
+    """Progress lines with elapsed time and, when known, an ETA."""
+
+    def __init__(self, total_units=None, stream=None):
+        self.start = time.monotonic()
+        self.total = total_units
+        self.done = 0.0
+        self.stream = stream or sys.stderr
+
+    def elapsed(self):
+        return time.monotonic() - self.start
+
+    def advance(self, units=1.0):
+        self.done += units
+
+    def line(self, text, eta=None):
+        """Print a progress line; `eta` (seconds left) overrides the
+        estimate from units done / total."""
+        el = self.elapsed()
+        if eta is None and self.total and 0 < self.done < self.total:
+            eta = el / self.done * (self.total - self.done)
+        tail = f" eta ~{fmt_duration(eta)}" if eta else ""
+        print(f"[{fmt_duration(el):>6}{tail}] {text}", file=self.stream, flush=True)
+
+
+# ---------------------------------------------------------------- machine info
+
+def machine_info():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = "unknown"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    kib = int(line.split()[1])
+                    mem = f"{kib / 1024 / 1024:.1f} GiB"
+                    break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    return {
+        "cpu": cpu,
+        "cores": cores,
+        "memory": mem,
+        "kernel": platform.release(),
+        "system": platform.system(),
+    }
+
+
+def git_commit():
+    def git(*args):
+        return subprocess.run(["git", "-C", REPO_ROOT, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    head = git("rev-parse", "--short", "HEAD")
+    if head.returncode != 0:
+        return "unknown (no commit)"
+    commit = head.stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    if dirty.returncode == 0 and dirty.stdout.strip():
+        commit += "-dirty"
+    return commit
+
+
+def interpreter_info(python):
+    try:
+        out = subprocess.run(
+            [python, "-s", "-c",
+             "import sys, sysconfig, json; print(json.dumps({"
+             "'version': sys.version.split()[0], 'executable': sys.executable, "
+             "'cc': sysconfig.get_config_var('CC'), "
+             "'opt': sysconfig.get_config_var('OPT'), "
+             "'config_args': sysconfig.get_config_var('CONFIG_ARGS')}))"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), timeout=60)
+        return json.loads(out.stdout.decode().strip().splitlines()[-1])
+    except Exception as exc:  # noqa: BLE001 -- informational only
+        return {"error": str(exc)}
+
+
+def exit_on_sigterm():
+    """Turn SIGTERM into SystemExit, so that subprocess.run() kills the
+    running child on the way out instead of leaving it orphaned."""
+    import signal
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

@@ -1,0 +1,527 @@
+#!/usr/bin/env python3
+"""Turn a saved benchmark run into tables, Tools/bench/RESULTS.md and the
+summary between the markers in the repository README.md.
+
+    python3 Tools/bench/report.py [RUN.json]
+
+Without an argument the latest full run (results/latest-full.json) is used,
+or else the latest quick run.  run.py imports this module to print the same
+tables while it runs.
+"""
+
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+RESULTS_MD = os.path.join(benchlib.BENCH_DIR, "RESULTS.md")
+README = os.path.join(benchlib.REPO_ROOT, "README.md")
+SUMMARY_FALLBACK = os.path.join(benchlib.BENCH_DIR, "README-summary.md")
+MARK_START = "<!-- bench-summary:start -->"
+MARK_END = "<!-- bench-summary:end -->"
+
+# Targets from the project brief (reported, never asserted).
+TARGETS = {
+    "fork off": 1.01,
+    "fork N=1": 1.20,
+    "fork N=25": 1.25,
+}
+BOOKKEEPING_TARGET = 16  # bytes per live small block
+
+
+# ------------------------------------------------------------------ rendering
+
+def render_text(header, rows, align=None):
+    cells = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    align = align or (["<"] + [">"] * (len(header) - 1))
+    out = []
+    for i, r in enumerate(cells):
+        out.append("  ".join(f"{c:{a}{w}}" for c, a, w in zip(r, align, widths)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def render_md(header, rows, align=None):
+    align = align or (["<"] + [">"] * (len(header) - 1))
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join(":---" if a == "<" else "---:" for a in align) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+def fmt_ratio(x):
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:.2f}x" if x < 100 else f"{x:.0f}x"
+
+
+def fmt_num(x, nd=1):
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:,.{nd}f}"
+
+
+def pow10(n):
+    e = int(round(math.log10(n))) if n > 0 else 0
+    return f"10^{e}" if 10 ** e == n else f"{n:,}"
+
+
+# ----------------------------------------------------------------- time suite
+
+def time_summary(t):
+    """Per workload and config: median (or min) seconds and ratio to pristine
+    off; geometric means per config."""
+    stat = benchlib.median if t.get("stat", "median") == "median" else min
+    labels = t["configs"]
+    per = {}
+    for name in t["workloads"]:
+        res = t["results"].get(name, {})
+        base_times = res.get("pristine off", {}).get("times", [])
+        base = stat(base_times) if base_times else float("nan")
+        row = {}
+        for label in labels:
+            r = res.get(label, {})
+            times = r.get("times", [])
+            value = stat(times) if times else float("nan")
+            row[label] = {
+                "seconds": value,
+                "ratio": value / base if times and base_times else float("nan"),
+                "reps": len(times),
+                "error": r.get("error"),
+                "mismatch": r.get("mismatch"),
+                "spread": ((max(times) - min(times)) / benchlib.median(times)) if len(times) > 1 else 0.0,
+            }
+        per[name] = row
+    geo = {label: benchlib.geomean([per[n][label]["ratio"] for n in per]) for label in labels}
+    # Fork relative to pristine at the same setting.
+    same = {}
+    for frames in ("off", "N=1", "N=25"):
+        same[frames] = benchlib.geomean(
+            [per[n][f"fork {frames}"]["ratio"] / per[n][f"pristine {frames}"]["ratio"]
+             for n in per
+             if per[n][f"pristine {frames}"]["ratio"] > 0])
+    return per, geo, same
+
+
+def time_table(t):
+    per, geo, same = time_summary(t)
+    labels = t["configs"]
+    header = ["workload", "pristine off (s)", "noise"] + labels
+    rows = []
+    for name, row in per.items():
+        base = row["pristine off"]
+        cells = [name, fmt_num(base["seconds"], 3), f"{100 * base['spread']:.0f}%"]
+        for label in labels:
+            c = row[label]
+            if c["error"] and not c["reps"]:
+                cells.append("ERR")
+                continue
+            s = fmt_ratio(c["ratio"])
+            if c["mismatch"] or c["error"]:
+                s += "!"
+            if c["reps"] < t["reps"]:
+                s += f" ({c['reps']})"
+            cells.append(s)
+        rows.append(cells)
+    rows.append(["geometric mean", "", ""] + [fmt_ratio(geo[l]) for l in labels])
+    return header, rows, per, geo, same
+
+
+def time_notes(t, per):
+    notes = []
+    for name, row in per.items():
+        for label, c in row.items():
+            if c["error"]:
+                notes.append(f"{name} / {label}: {c['error']}")
+            if c["mismatch"]:
+                notes.append(f"{name} / {label}: result differs from pristine off: {c['mismatch']}")
+    return notes
+
+
+def target_rows(geo, same):
+    rows = []
+    for label, target in TARGETS.items():
+        g = geo.get(label, float("nan"))
+        status = "n/a" if not math.isfinite(g) else ("met" if g <= target else "NOT met")
+        rows.append([f"{label} / pristine off", fmt_ratio(g), f"<= {target:.2f}x", status])
+    for frames in ("N=1", "N=25"):
+        rows.append([f"fork {frames} / pristine {frames}", fmt_ratio(same[frames]), "", ""])
+    return ["geometric mean", "measured", "target", ""], rows
+
+
+# --------------------------------------------------------------- memory suite
+
+def memory_summary(m):
+    """vals[size][side] = dict of per-block figures (NaN where missing)."""
+    by = {(r["side"], r["frames"], r["blocks"]): r for r in m["results"]}
+    frames = m.get("frames", 1)
+    nan = float("nan")
+    out = {}
+    for size in m["sizes"]:
+        out[size] = {}
+        for side in ("pristine", "fork"):
+            on = by.get((side, frames, size))
+            off = by.get((side, 0, size))
+            v = dict(per_trace=nan, marginal=nan, rss_peak=nan, rss_growth=nan,
+                     peak_on=nan, peak_off=nan, exact=True)
+            if on and not on.get("error"):
+                v["per_trace"] = on["tm_memory"] / max(1, on["traces"])
+                v["marginal"] = (on["tm_memory"] - on["tm_memory_before"]) / size
+                v["peak_on"] = on["peak_rss_kib"] * 1024
+                v["exact"] = on.get("traces_exact", True)
+                if off and not off.get("error"):
+                    v["peak_off"] = off["peak_rss_kib"] * 1024
+                    v["rss_peak"] = (on["peak_rss_kib"] - off["peak_rss_kib"]) * 1024 / size
+                    v["rss_growth"] = ((on["rss_kib"] - on["rss_before_kib"])
+                                       - (off["rss_kib"] - off["rss_before_kib"])) * 1024 / size
+            out[size][side] = v
+    return out
+
+
+def memory_rows(m):
+    """Two tables: tracemalloc's own accounting, and RSS."""
+    summ = memory_summary(m)
+    h1 = ["live blocks", "pristine B/trace", "fork B/trace",
+          "pristine B/block (marginal)", "fork B/block (marginal)"]
+    h2 = ["live blocks", "pristine RSS B/block (peak)", "fork RSS B/block (peak)",
+          "pristine RSS B/block (growth)", "fork RSS B/block (growth)",
+          "pristine peak off/on", "fork peak off/on"]
+    r1, r2 = [], []
+    for size, vals in summ.items():
+        p, f = vals["pristine"], vals["fork"]
+        star = lambda v: "" if v["exact"] else "*"
+        r1.append([pow10(size), fmt_num(p["per_trace"]) + star(p), fmt_num(f["per_trace"]) + star(f),
+                   fmt_num(p["marginal"]), fmt_num(f["marginal"])])
+        peaks = []
+        for v in (p, f):
+            if math.isfinite(v["peak_on"]) and math.isfinite(v["peak_off"]):
+                peaks.append(f"{benchlib.human_bytes(v['peak_off'])} / {benchlib.human_bytes(v['peak_on'])}")
+            else:
+                peaks.append("n/a")
+        r2.append([pow10(size), fmt_num(p["rss_peak"]), fmt_num(f["rss_peak"]),
+                   fmt_num(p["rss_growth"]), fmt_num(f["rss_growth"])] + peaks)
+    return (h1, r1), (h2, r2), summ
+
+
+def memory_notes(m):
+    return [f"{r['side']} frames={r['frames']} blocks={r['blocks']}: {r['error']}"
+            for r in m["results"] if r.get("error")]
+
+
+# -------------------------------------------------------------- scaling suite
+
+def scaling_summary(s):
+    """cost[(side, frames)][axis][point] = ns per allocation, traced - off."""
+    runs = s["runs"]  # list of {side, frames, rep, live: {L: ns}, depth: {D: ns}}
+    per = {}
+    for r in runs:
+        if r.get("error"):
+            continue
+        key = (r["side"], r["frames"])
+        for axis in ("live", "depth"):
+            for point, ns in r[axis].items():
+                per.setdefault(key, {}).setdefault(axis, {}).setdefault(int(point), []).append(ns)
+    # min over the runs: each value is already a best-of-N timing, and on a
+    # shared machine noise only ever adds time.
+    med = {k: {a: {p: min(v) for p, v in d.items()} for a, d in ax.items()}
+           for k, ax in per.items()}
+    cost = {}
+    for side in ("pristine", "fork"):
+        off = med.get((side, 0))
+        for frames in s["frames"]:
+            on = med.get((side, frames))
+            if not on or not off:
+                continue
+            cost[(side, frames)] = {
+                axis: {p: on[axis][p] - off[axis].get(p, float("nan")) for p in on[axis]}
+                for axis in on}
+    return med, cost
+
+
+def scaling_tables(s):
+    med, cost = scaling_summary(s)
+    cols = [(side, f) for side in ("pristine", "fork") for f in s["frames"]]
+    tables = {}
+    for axis, title, points in (("live", "live blocks", s["live"]),
+                                ("depth", "stack depth", s["depths"])):
+        header = [title] + [f"{side} N={f}" for side, f in cols] + \
+                 [f"{side} off (abs)" for side in ("pristine", "fork")]
+        rows = []
+        for p in points:
+            cells = [pow10(p) if axis == "live" else str(p)]
+            for key in cols:
+                v = cost.get(key, {}).get(axis, {}).get(p)
+                cells.append(fmt_num(v, 0) if v is not None else "n/a")
+            for side in ("pristine", "fork"):
+                v = med.get((side, 0), {}).get(axis, {}).get(p)
+                cells.append(fmt_num(v, 0) if v is not None else "n/a")
+            rows.append(cells)
+        # growth factor: last point / first point
+        growth = ["growth (last/first)"]
+        for key in cols:
+            d = cost.get(key, {}).get(axis, {})
+            a, b = d.get(points[0]), d.get(points[-1])
+            growth.append(fmt_ratio(b / a) if a and b and a > 0 else "n/a")
+        growth += ["", ""]
+        rows.append(growth)
+        tables[axis] = (header, rows)
+    return tables, cost
+
+
+# --------------------------------------------------------------------- output
+
+def all_text_tables(data):
+    """The tables as plain text, for the terminal."""
+    out = []
+    if "time" in data:
+        header, rows, per, geo, same = time_table(data["time"])
+        out.append(f"Time: ratio of the {data['time'].get('stat', 'median')} timed-section "
+                   f"wall time to pristine off ({data['time']['reps']} interleaved reps)")
+        out.append(render_text(header, rows))
+        out.append("")
+        out.append(render_text(*target_rows(geo, same)))
+        for note in time_notes(data["time"], per):
+            out.append("  ! " + note)
+        out.append("")
+    if "memory" in data:
+        t1, t2, _ = memory_rows(data["memory"])
+        out.append(f"Memory: tracemalloc bookkeeping per live block "
+                   f"(-X tracemalloc={data['memory'].get('frames', 1)}, live blocks = {data['memory'].get('object', 'object()')}; "
+                   f"* = trace count computed, not counted)")
+        out.append(render_text(*t1))
+        out.append("")
+        out.append(render_text(*t2))
+        for note in memory_notes(data["memory"]):
+            out.append("  ! " + note)
+        out.append("")
+    if "scaling" in data:
+        tables, _ = scaling_tables(data["scaling"])
+        out.append("Scaling: ns per traced allocation, traced minus off (off column: absolute ns per iteration)")
+        out.append(render_text(*tables["live"]))
+        out.append("")
+        out.append(render_text(*tables["depth"]))
+        for r in data["scaling"]["runs"]:
+            if r.get("error"):
+                out.append(f"  ! {r['side']} frames={r['frames']} rep={r['rep']}: {r['error']}")
+        out.append("")
+    return "\n".join(out)
+
+
+def results_markdown(data):
+    meta = data["meta"]
+    mach = meta["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `Tools/bench/run.py` (`make bench`); regenerate the text from the",
+        "saved run with `make bench-results`.  See `Tools/bench/README.md` for what each",
+        "workload exercises and how to read the tables.",
+        "",
+        f"- Date: {meta['date']}",
+        f"- Commit: `{meta['commit']}`",
+        f"- Run: {data['kind']}{' (subset: not the full suite)' if data['kind'] != 'full' else ''}, "
+        f"took {benchlib.fmt_duration(meta.get('duration_s', 0))}",
+        f"- Machine: {mach['cpu']}, {mach['cores']} cores, {mach['memory']} RAM, "
+        f"{mach['system']} {mach['kernel']}",
+    ]
+    for side in ("pristine", "fork"):
+        info = meta.get(side, {})
+        ii = info.get("info", {})
+        lines.append(f"- {side}: `{info.get('path')}` (Python {ii.get('version', '?')}, "
+                     f"CC `{ii.get('cc', '?')}`, OPT `{ii.get('opt', '?')}`, "
+                     f"configure `{ii.get('config_args', '?')}`)")
+    if meta.get("same_interpreter"):
+        lines.append("- NOTE: the same interpreter was given as pristine and fork; this run "
+                     "only checks the harness.")
+    lines.append("")
+    if "time" in data:
+        t = data["time"]
+        header, rows, per, geo, same = time_table(t)
+        lines += [
+            "## Time",
+            "",
+            f"Wall time of each workload's timed section (measured inside the child with "
+            f"`time.perf_counter`, start-up excluded), {t.get('stat', 'median')} of "
+            f"{t['reps']} repetitions, all six configurations interleaved round-robin in "
+            f"every repetition.  Cells are ratios to *pristine off*; `(k)` marks a "
+            f"configuration that was run in only k repetitions because it is slow; `!` "
+            f"marks an error or a result mismatch (listed below); *noise* is the spread "
+            f"(max-min)/median of the pristine-off repetitions.",
+            "",
+            render_md(header, rows),
+            "",
+            render_md(*target_rows(geo, same)),
+            "",
+        ]
+        notes = time_notes(t, per)
+        if notes:
+            lines += ["Problems:", ""] + [f"- {n}" for n in notes] + [""]
+    if "memory" in data:
+        m = data["memory"]
+        t1, t2, _ = memory_rows(m)
+        lines += [
+            "## Memory",
+            "",
+            f"Live blocks are `{m.get('object', 'object()')}` instances (16 bytes each) kept "
+            f"alive in a list, under `-X tracemalloc={m.get('frames', 1)}`; one child process "
+            f"per cell.  Target: <= {BOOKKEEPING_TARGET} bytes of bookkeeping per live small "
+            f"block.",
+            "",
+            f"*B/trace* = `tracemalloc.get_tracemalloc_memory()` / number of traces (`*`: "
+            f"the number of traces was computed as traces before + blocks + 1 instead of "
+            f"counted, above {m.get('count_limit', 10**6):,} blocks); *marginal* = growth of "
+            f"`get_tracemalloc_memory()` per added block.",
+            "",
+            render_md(*t1),
+            "",
+            "*peak* = (peak RSS traced - peak RSS untraced) / blocks, same interpreter; "
+            "*growth* = the same for the growth of the current RSS across the allocation "
+            "(leaves out the traces of start-up allocations, which dominate the peak figure "
+            "at 10^4; both are page-granular and only meaningful from about 10^5 blocks).",
+            "",
+            render_md(*t2),
+            "",
+        ]
+        notes = memory_notes(m)
+        if notes:
+            lines += ["Problems:", ""] + [f"- {n}" for n in notes] + [""]
+    if "scaling" in data:
+        s = data["scaling"]
+        tables, _ = scaling_tables(s)
+        lines += [
+            "## Scaling",
+            "",
+            f"Cost of one traced allocation in ns (best over {s['reps']} interleaved runs "
+            f"of the best of {s['repeat']} timings of ~{s.get('target_ms', '?')} ms each (at most "
+            f"{s['iters']:,} allocations); traced minus off of the same interpreter).  Each iteration allocates one "
+            f"`object()` and frees one from a ring of {s['ring']:,} slots visited in a "
+            f"shuffled order.  *off (abs)* is the untraced cost of a whole iteration.  "
+            f"Target: flat (growth close to 1x).",
+            "",
+            f"Live blocks grow (stack depth {s['base_depth']}):",
+            "",
+            render_md(*tables["live"]),
+            "",
+            f"Stack deepens (about {s['depth_live']:,} live blocks); depth = frames added "
+            f"by a recursive chain above the allocating loop:",
+            "",
+            render_md(*tables["depth"]),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def summary_markdown(data):
+    meta = data["meta"]
+    lines = [f"Benchmarks ({data['kind']} run, {meta['date']}, commit `{meta['commit']}`, "
+             f"{meta['machine']['cpu']}, {meta['machine']['cores']} cores; details in "
+             f"[Tools/bench/RESULTS.md](Tools/bench/RESULTS.md)):", ""]
+    header = ["metric", "fork", "pristine 3.11.2", "target"]
+    rows = []
+    if "time" in data:
+        _, _, _, geo, _ = time_table(data["time"])
+        for frames in ("off", "N=1", "N=25"):
+            target = TARGETS.get(f"fork {frames}")
+            rows.append([f"time, tracemalloc {frames} (geomean vs pristine off)",
+                         fmt_ratio(geo[f"fork {frames}"]), fmt_ratio(geo[f"pristine {frames}"]),
+                         f"<= {target:.2f}x" if target else ""])
+    if "memory" in data:
+        msum = memory_summary(data["memory"])
+        for size in (10 ** 6, 10 ** 7):
+            if size not in msum:
+                continue
+            v = msum[size]
+            rows.append([f"bookkeeping bytes per live block ({pow10(size)} blocks)",
+                         fmt_num(v["fork"]["per_trace"]), fmt_num(v["pristine"]["per_trace"]),
+                         f"<= {BOOKKEEPING_TARGET}"])
+            rows.append([f"peak RSS overhead bytes per live block ({pow10(size)} blocks)",
+                         fmt_num(v["fork"]["rss_peak"]), fmt_num(v["pristine"]["rss_peak"]), ""])
+    if "scaling" in data:
+        s = data["scaling"]
+        _, cost = scaling_tables(s)
+        for axis, points, what in (("live", s["live"], "live blocks"),
+                                   ("depth", s["depths"], "stack depth")):
+            for frames in s["frames"]:
+                cells = []
+                for side in ("fork", "pristine"):
+                    d = cost.get((side, frames), {}).get(axis, {})
+                    a, b = d.get(points[0]), d.get(points[-1])
+                    cells.append(f"{fmt_num(a, 0)} -> {fmt_num(b, 0)}" if a is not None and b is not None else "n/a")
+                lo = pow10(points[0]) if axis == "live" else points[0]
+                hi = pow10(points[-1]) if axis == "live" else points[-1]
+                rows.append([f"ns per traced alloc, N={frames}, {what} {lo} -> {hi}",
+                             cells[0], cells[1], "flat"])
+    lines.append(render_md(header, rows))
+    return "\n".join(lines)
+
+
+def write_outputs(data, results_md=RESULTS_MD, readme=README):
+    with open(results_md, "w") as f:
+        f.write(results_markdown(data) + "\n")
+    print(f"wrote {os.path.relpath(results_md, benchlib.REPO_ROOT)}")
+    summary = summary_markdown(data)
+    if data["meta"].get("same_interpreter"):
+        # A harness check (pristine given as the fork too) must not publish
+        # numbers in the project README.
+        with open(SUMMARY_FALLBACK, "w") as f:
+            f.write(MARK_START + "\n" + summary + "\n" + MARK_END + "\n")
+        print(f"harness-check run (same interpreter for pristine and fork): README.md left "
+              f"alone; summary in {os.path.relpath(SUMMARY_FALLBACK, benchlib.REPO_ROOT)}")
+        return
+    text = None
+    if os.path.exists(readme):
+        with open(readme) as f:
+            text = f.read()
+    if text is not None and MARK_START in text and MARK_END in text \
+            and text.index(MARK_START) < text.index(MARK_END):
+        head, rest = text.split(MARK_START, 1)
+        _, tail = rest.split(MARK_END, 1)
+        new = head + MARK_START + "\n" + summary + "\n" + MARK_END + tail
+        if new != text:
+            with open(readme, "w") as f:
+                f.write(new)
+        print(f"updated the summary in {os.path.relpath(readme, benchlib.REPO_ROOT)}")
+    else:
+        with open(SUMMARY_FALLBACK, "w") as f:
+            f.write(MARK_START + "\n" + summary + "\n" + MARK_END + "\n")
+        why = "does not exist" if text is None else "has no bench-summary markers"
+        print(f"WARNING: {os.path.relpath(readme, benchlib.REPO_ROOT)} {why}; wrote the summary "
+              f"to {os.path.relpath(SUMMARY_FALLBACK, benchlib.REPO_ROOT)} instead.  Add the lines\n"
+              f"  {MARK_START}\n  {MARK_END}\nto README.md and run `make bench-results`.",
+              file=sys.stderr)
+
+
+def latest_run_path():
+    for kind in ("full", "quick"):
+        path = os.path.join(benchlib.RESULTS_DIR, f"latest-{kind}.json")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    path = argv[0] if argv else latest_run_path()
+    if not path or not os.path.exists(path):
+        print("report: no saved run; run `make bench` first", file=sys.stderr)
+        return 1
+    with open(path) as f:
+        data = json.load(f)
+    if data.get("kind") != "full":
+        print(f"report: WARNING: {path} is a {data.get('kind')} run, not a full one", file=sys.stderr)
+    print(all_text_tables(data))
+    write_outputs(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
