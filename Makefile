@@ -17,7 +17,7 @@ CONFIGURE_FLAGS ?=
 export BUILD_DIR
 
 .PHONY: all build help demo test deps prepare check-patches refresh-patches \
-        new-patch install clean distclean
+        new-patch install clean distclean sanitizer-test
 
 all: build
 
@@ -30,6 +30,7 @@ help:
 	@echo "make new-patch NAME=slug FILES='upstream/file ...'   start a new patch"
 	@echo "make install PREFIX=/opt/python-tm   install the fork"
 	@echo "make bench | bench-quick   fork vs pristine 3.11.2 benchmarks"
+	@echo "make sanitizer-test  ASan+UBSan build (build/asan), engine tests under it"
 	@echo "make clean | distclean"
 
 deps:
@@ -66,6 +67,21 @@ new-patch:
 
 install: build
 	$(MAKE) -C $(OBJ_DIR) install prefix=$(PREFIX) exec_prefix=$(PREFIX)
+
+# The engine's tests under AddressSanitizer and UndefinedBehaviorSanitizer,
+# in a second out-of-tree build of the same build/src.
+ASAN_DIR := $(BUILD_DIR)/asan
+sanitizer-test: prepare
+	mkdir -p $(ASAN_DIR)
+	test -f $(ASAN_DIR)/Makefile || (cd $(ASAN_DIR) && $(SRC_DIR)/configure \
+	    --with-address-sanitizer --with-undefined-behavior-sanitizer > configure.log)
+	# CPython leaks by design at exit: leak checking stays off.
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) -C $(ASAN_DIR) -j$(JOBS) -s
+	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1 ./python -m unittest \
+	    test.test_tracemalloc $(foreach c,TracebackTest StoreExactnessTest \
+	    UserAllocatorStoreTest ThreadStressTest BookkeepingOOMTest ForkTest \
+	    TrackTest,test.test_tracemalloc_engine.$(c))
 
 clean:
 	-$(MAKE) -C $(OBJ_DIR) clean
