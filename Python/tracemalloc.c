@@ -15,8 +15,14 @@
 #include "pycore_object.h"        // _PyType_PreHeaderSize()
 #include "pycore_pylifecycle.h"
 #include "pycore_pystate.h"       // _PyThreadState_GET()
-#include "pycore_traceback.h"     // _Py_DumpASCII()
+#include "pycore_traceback.h"     // _Py_DumpHexadecimal()
 #include "pycore_tracemalloc.h"
+
+/* One translation unit for the whole engine: the store and the
+   call-context tree stay in files of their own, but are compiled here, so
+   that the hot paths (hook -> store -> tree) inline into each other. */
+#include "tracemalloc_store.c"
+#include "tracemalloc_cct.c"
 
 /* Enter the engine from a hook.  GIL_HELD is 1 for the mem and obj
    domains, which the C API requires to hold the GIL; for the raw domain and
