@@ -41,10 +41,12 @@ prepare: deps
 
 $(OBJ_DIR)/Makefile: | prepare
 	mkdir -p $(OBJ_DIR)
+	@echo "build: configuring build/obj (log in build/obj/configure.log)"
 	cd $(OBJ_DIR) && $(SRC_DIR)/configure --prefix=$(PREFIX) $(CONFIGURE_FLAGS) > configure.log \
 	    || { tail -n 30 configure.log; exit 1; }
 
 build: prepare $(OBJ_DIR)/Makefile
+	@echo "build: compiling in build/obj with $(JOBS) jobs (from scratch: several minutes)"
 	$(MAKE) -C $(OBJ_DIR) -j$(JOBS) -s
 	@ln -sfn build/obj/python $(FORK_PYTHON)
 	@$(FORK_PYTHON) -c "import ssl, ctypes, zlib, sqlite3, lzma, bz2, readline, uuid, dbm.gnu" \

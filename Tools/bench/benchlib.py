@@ -212,3 +212,29 @@ def human_bytes(n):
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def add_suite_options(parser):
+    """The options shared by the standalone memory and scaling suites."""
+    parser.add_argument("--pristine")
+    parser.add_argument("--fork")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", metavar="OUT")
+    parser.add_argument("--timeout", type=float, default=900)
+
+
+def run_suite_standalone(parser, args, key, run_suite):
+    """Run one suite for `python memory.py` / `python scaling.py`: both
+    interpreters, print its tables, optionally save the JSON."""
+    import report
+    if not (args.pristine and args.fork):
+        parser.error("--pristine and --fork are required")
+    exit_on_sigterm()
+    pythons = {"pristine": os.path.abspath(args.pristine),
+               "fork": os.path.abspath(args.fork)}
+    data = {key: run_suite(pythons, args.quick, args.timeout, Progress())}
+    print(report.all_text_tables(data))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+    return 0

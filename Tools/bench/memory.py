@@ -130,29 +130,14 @@ def main(argv=None):
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--blocks", type=int, default=10 ** 5, help=argparse.SUPPRESS)
     p.add_argument("--count-limit", type=int, default=COUNT_LIMIT, help=argparse.SUPPRESS)
-    p.add_argument("--pristine")
-    p.add_argument("--fork")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", metavar="OUT")
-    p.add_argument("--timeout", type=float, default=900)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import benchlib
+    benchlib.add_suite_options(p)
     args = p.parse_args(argv)
     if args.child:
         child(args.blocks, args.count_limit)
         return 0
-    if not (args.pristine and args.fork):
-        p.error("--pristine and --fork are required")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import benchlib
-    import report
-    benchlib.exit_on_sigterm()
-    pythons = {"pristine": os.path.abspath(args.pristine), "fork": os.path.abspath(args.fork)}
-    data = {"memory": run_memory_suite(pythons, args.quick, args.timeout, benchlib.Progress())}
-    print(report.all_text_tables(data))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-    return 0
-
+    return benchlib.run_suite_standalone(p, args, "memory", run_memory_suite)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -202,26 +202,11 @@ def benchlib_pow(n):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pristine")
-    ap.add_argument("--fork")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", metavar="OUT")
-    ap.add_argument("--timeout", type=float, default=900)
-    args = ap.parse_args(argv)
-    if not (args.pristine and args.fork):
-        ap.error("--pristine and --fork are required")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import benchlib
-    import report
-    benchlib.exit_on_sigterm()
-    pythons = {"pristine": os.path.abspath(args.pristine), "fork": os.path.abspath(args.fork)}
-    data = {"scaling": run_scaling_suite(pythons, args.quick, args.timeout, benchlib.Progress())}
-    print(report.all_text_tables(data))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-    return 0
-
+    benchlib.add_suite_options(ap)
+    args = ap.parse_args(argv)
+    return benchlib.run_suite_standalone(ap, args, "scaling", run_scaling_suite)
 
 if __name__ == "__main__":
     sys.exit(main())
