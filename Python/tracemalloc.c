@@ -116,8 +116,9 @@ _PyTraceMalloc_OnFree(void *ptr, int gil_held)
     PyThreadState *tstate;
     _PyTraceMalloc_Node node;
     int side = engine_enter(gil_held, &tstate);
+    size_t size;
     if (_PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                            (uintptr_t)ptr, &node)) {
+                                            (uintptr_t)ptr, &node, &size)) {
         remember_removed(ptr, node);
     }
     engine_leave(side);
@@ -138,11 +139,9 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     PyThreadState *tstate;
     int side = engine_enter(gil_held, &tstate);
     uint32_t generation = _PyTraceMalloc_cct_generation;
-    int had_trace = _PyTraceMalloc_StoreGet_unlocked(
+    int had_trace = _PyTraceMalloc_StoreRemove_unlocked(
         _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &old_node, &old_size);
     if (had_trace) {
-        _PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                            (uintptr_t)ptr, &old_node);
         remember_removed(ptr, old_node);
     }
     engine_leave(side);
@@ -319,7 +318,8 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     _PyTraceMalloc_Node node;
-    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr, &node);
+    size_t size;
+    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr, &node, &size);
     engine_leave(side);
     return 0;
 }

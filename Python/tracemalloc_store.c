@@ -384,10 +384,11 @@ slot_node(const _PyTraceMalloc_Slot *slot)
     return slot->node == UINT32_MAX ? 0 : slot->node;
 }
 
-/* Return 1 if a trace was removed (its node in *NODE), 0 if PTR had none. */
+/* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
+   0 if PTR had none. */
 int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
-                                    _PyTraceMalloc_Node *node)
+                                    _PyTraceMalloc_Node *node, size_t *size)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
@@ -395,6 +396,7 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
             (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
             *node = slot_node(slot);
+            *size = slot->size;
             tm_store.current -= slot->size;
             tm_store.ntraces--;
             slot->node = 0;
@@ -408,6 +410,7 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
         return 0;
     }
     *node = e->node == UINT32_MAX ? 0 : e->node;
+    *size = e->size;
     tm_store.current -= e->size;
     tm_store.ntraces--;
     table_delete(e);

@@ -191,7 +191,8 @@ extern int _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
                                             _PyTraceMalloc_Node node);
 extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
                                                uintptr_t ptr,
-                                               _PyTraceMalloc_Node *node);
+                                               _PyTraceMalloc_Node *node,
+                                               size_t *size);
 extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                             _PyTraceMalloc_Node *node,
                                             size_t *size);
