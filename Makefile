@@ -2,7 +2,7 @@
 #
 # build/pristine  upstream 3.11.2, extracted from the verified tarball
 # build/src       pristine + our files + Tools/fork/patches (the series)
-# build/obj       the out-of-tree build; ./python points at build/obj/python
+# build/obj       the out-of-tree build; ./python is a script exec'ing build/obj/python
 
 BUILD_DIR   := $(CURDIR)/build
 OBJ_DIR     := $(BUILD_DIR)/obj
@@ -45,10 +45,17 @@ $(OBJ_DIR)/Makefile: | prepare
 	cd $(OBJ_DIR) && $(SRC_DIR)/configure --prefix=$(PREFIX) $(CONFIGURE_FLAGS) > configure.log \
 	    || { tail -n 30 configure.log; exit 1; }
 
+# ./python is a tiny script, not a symlink: it execs the real binary by its
+# path in build/obj, so sys.executable is that path and venvs (their `home`)
+# and children started with a made-up argv[0] find the build tree, as they do
+# with build/obj/python itself.  (Through a symlink, sys.executable named the
+# repository root, which Python does not recognise as a build directory.)
 build: prepare $(OBJ_DIR)/Makefile
 	@echo "build: compiling in build/obj with $(JOBS) jobs (from scratch: several minutes)"
 	$(MAKE) -C $(OBJ_DIR) -j$(JOBS) -s
-	@ln -sfn build/obj/python $(FORK_PYTHON)
+	@printf '#!/bin/sh\n# Written by `make build`: run the fork from its build tree.\nexec "%s" "$$@"\n' \
+	    "$(OBJ_DIR)/python" > $(FORK_PYTHON).tmp
+	@chmod +x $(FORK_PYTHON).tmp && mv -f $(FORK_PYTHON).tmp $(FORK_PYTHON)
 	@$(FORK_PYTHON) -c "import ssl, ctypes, zlib, sqlite3, lzma, bz2, readline, uuid, dbm.gnu" \
 	    || { echo "build: some stdlib extension modules are missing" >&2; exit 1; }
 

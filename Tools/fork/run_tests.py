@@ -31,6 +31,7 @@ OURS = [
     "test.test_tracemalloc_engine",
     "test.test_tracemalloc_extensions",
     "test_fork_tools",          # Tools/fork/tests
+    "test_python_link",
 ]
 
 REGRESSION = [
