@@ -32,6 +32,8 @@ OURS = [
     "test.test_tracemalloc_extensions",
     "test_fork_tools",          # Tools/fork/tests
     "test_python_link",
+    "test.test_tracemalloc_stress",
+    "test.test_tracemalloc_badinput",
 ]
 
 REGRESSION = [
@@ -119,7 +121,10 @@ def run_one(python, label, module, env_extra, timeout, skips):
     elif rc != 0 and counts["failed"] == 0:
         counts["failed"] = 1
         err += f"\n(process exited with status {rc})"
-    return label, module, counts, err, elapsed
+    # Stress and bad-input tests say how much they exercised.
+    notes = [line for line in out.splitlines()
+             if line.startswith("ITERATIONS ")]
+    return label, module, counts, err, elapsed, notes
 
 
 def main():
@@ -166,7 +171,7 @@ def main():
             futures.append(pool.submit(run_one, args.python, label, module,
                                        env, args.timeout, skips))
         for n, fut in enumerate(concurrent.futures.as_completed(futures), 1):
-            label, module, counts, err, elapsed = fut.result()
+            label, module, counts, err, elapsed, notes = fut.result()
             for k in totals:
                 totals[k] += counts[k]
             status = "FAIL" if counts["failed"] else "ok"
@@ -174,6 +179,8 @@ def main():
                   f"{counts['passed']:4} passed {counts['failed']:3} failed "
                   f"{counts['skipped']:3} skipped  {elapsed:6.1f}s",
                   flush=True)
+            for note in notes:
+                print(f"        {note}", flush=True)
             if counts["failed"]:
                 failures.append((label, module, err))
     for label, module, err in failures:
