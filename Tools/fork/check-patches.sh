@@ -24,7 +24,7 @@ while read -r p; do
             echo "FAIL $p: $f is already owned by ${owner[$f]}"; status=1
         fi
         owner[$f]=$p
-    done < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$file")
+    done < <("$here/patch-files.sh" "$file")
     if ! out=$(patch -p1 -d "$tmp" --fuzz=0 --forward --no-backup-if-mismatch -r - < "$file" 2>&1); then
         echo "FAIL $p: does not apply"; echo "$out" | sed 's/^/    /'; status=1
     elif echo "$out" | grep -qiE 'offset|fuzz'; then

@@ -12,17 +12,19 @@ pristine=$build/pristine
 src=$build/src
 [ -d "$src" ] || { echo "refresh-patches: no build tree; run make first" >&2; exit 1; }
 
-# diff_file REL: unified diff of one file, pristine -> build/src.
+# diff_file REL: unified diff of one file, pristine -> build/src (a file
+# absent from build/src is a deletion: a diff against /dev/null).
 diff_file() {
-    local rel=$1 old=$pristine/$1 new=$src/$1 la=a/$1
+    local rel=$1 old=$pristine/$1 new=$src/$1 la=a/$1 lb=b/$1
     [ -e "$old" ] || { old=/dev/null; la=/dev/null; }
-    diff -u --label "$la" --label "b/$rel" "$old" "$new" || [ $? -eq 1 ]
+    [ -e "$new" ] || { new=/dev/null; lb=/dev/null; }
+    diff -u --label "$la" --label "$lb" "$old" "$new" || [ $? -eq 1 ]
 }
 
 declare -A owner=()
 while read -r p; do
     file=$here/patches/$p
-    mapfile -t files < <(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$file" | awk '!seen[$0]++')
+    mapfile -t files < <("$here/patch-files.sh" "$file" | awk '!seen[$0]++')
     for f in "${files[@]}"; do
         [ -z "${owner[$f]:-}" ] || { echo "refresh-patches: $f is in both ${owner[$f]} and $p" >&2; exit 1; }
         owner[$f]=$p

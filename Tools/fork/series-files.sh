@@ -2,5 +2,5 @@
 # Print the upstream files the patch series touches, one per line.
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/series.sh" | while read -r p; do
-    sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$here/patches/$p"
+    "$here/patch-files.sh" "$here/patches/$p"
 done | sort -u

@@ -1,0 +1,691 @@
+"""Trace memory blocks allocated by Python (PEP 454).
+
+The allocation hooks live in the C module ``_tracemalloc``; this module adds
+the object model on top of the raw data it returns: snapshots, traces,
+tracebacks, filters and statistics.
+
+Raw data layout, as returned by ``_tracemalloc._get_traces()``:
+
+* a trace is a tuple ``(domain, size, frames, total_nframe)``;
+* ``frames`` is a tuple of ``(filename, lineno)`` tuples, most recent call
+  first;
+* tracebacks are interned by the C engine, so all traces allocated from the
+  same call context share the very same ``frames`` tuple object.
+
+The statistics and filtering code relies on the last point: work is done
+once per distinct ``frames`` object instead of once per trace, which keeps
+snapshots of millions of traces cheap to analyse.
+
+The package's other modules:
+
+* ``_snapshotfile``: the file format of Snapshot.dump() and Snapshot.load();
+* ``leaks``: run code in rounds and report the allocation sites that grow;
+* ``testing``: the leak check as a unittest decorator and TestCase mixin;
+* ``pytest_plugin``: the leak check as a pytest plugin;
+* ``regrtest``: the tracemalloc side of ``python -m test -R``;
+* ``__main__``: the command line, ``python -m tracemalloc``.
+"""
+
+from collections.abc import Sequence, Iterable
+from functools import total_ordering
+import fnmatch
+import linecache
+import os.path
+
+# The tracing engine itself.  The public functions are re-exported unchanged.
+from _tracemalloc import (  # noqa: F401
+    clear_traces,
+    get_traceback_limit,
+    get_traced_memory,
+    get_tracemalloc_memory,
+    is_tracing,
+    reset_peak,
+    start,
+    stop,
+)
+from _tracemalloc import _get_object_traceback, _get_traces
+
+
+# --------------------------------------------------------------------------
+# Formatting helpers
+
+_SIZE_UNITS = ('B', 'KiB', 'MiB', 'GiB', 'TiB')
+
+
+def _format_size(size, sign):
+    """Format a number of bytes for humans, e.g. '66 B' or '+1.5 MiB'.
+
+    *sign* asks for an explicit '+' on positive values (used for diffs).
+    Sizes are kept to 3 or 4 significant digits: a unit is only left for the
+    next one once the value reaches 10 * 1024, and values below 100 in a unit
+    above bytes get one decimal.
+    """
+    plus = '+' if sign else ''
+    last_unit = _SIZE_UNITS[-1]
+    for unit in _SIZE_UNITS:
+        magnitude = abs(size)
+        if unit != 'B' and magnitude < 100:
+            return f"{size:{plus}.1f} {unit}"
+        if magnitude < 10 * 1024 or unit == last_unit:
+            return f"{size:{plus}.0f} {unit}"
+        size /= 1024
+
+
+# --------------------------------------------------------------------------
+# Statistics
+
+class Statistic:
+    """Memory allocated from one place: total size and number of blocks."""
+
+    __slots__ = ('traceback', 'size', 'count')
+
+    def __init__(self, traceback, size, count):
+        self.traceback = traceback
+        self.size = size
+        self.count = count
+
+    def _key(self):
+        return (self.traceback, self.size, self.count)
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        if not isinstance(other, Statistic):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __str__(self):
+        text = ("%s: size=%s, count=%i"
+                % (self.traceback, _format_size(self.size, False),
+                   self.count))
+        if self.count:
+            average = self.size / self.count
+            text += f", average={_format_size(average, False)}"
+        return text
+
+    def __repr__(self):
+        return ("<Statistic traceback=%r size=%i count=%i>"
+                % (self.traceback, self.size, self.count))
+
+    def _sort_key(self):
+        # Biggest consumers first (the caller sorts in reverse order); the
+        # traceback only breaks ties, so that the order is deterministic.
+        return (self.size, self.count, self.traceback)
+
+
+class StatisticDiff:
+    """How the memory allocated from one place changed between snapshots."""
+
+    __slots__ = ('traceback', 'size', 'size_diff', 'count', 'count_diff')
+
+    def __init__(self, traceback, size, size_diff, count, count_diff):
+        self.traceback = traceback
+        self.size = size
+        self.size_diff = size_diff
+        self.count = count
+        self.count_diff = count_diff
+
+    def _key(self):
+        return (self.traceback, self.size, self.size_diff,
+                self.count, self.count_diff)
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        if not isinstance(other, StatisticDiff):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __str__(self):
+        text = ("%s: size=%s (%s), count=%i (%+i)"
+                % (self.traceback,
+                   _format_size(self.size, False),
+                   _format_size(self.size_diff, True),
+                   self.count, self.count_diff))
+        if self.count:
+            average = self.size / self.count
+            text += f", average={_format_size(average, False)}"
+        return text
+
+    def __repr__(self):
+        return ("<StatisticDiff traceback=%r size=%i (%+i) count=%i (%+i)>"
+                % (self.traceback, self.size, self.size_diff,
+                   self.count, self.count_diff))
+
+    def _sort_key(self):
+        # Largest changes first, whatever their direction.
+        return (abs(self.size_diff), self.size,
+                abs(self.count_diff), self.count,
+                self.traceback)
+
+
+def _compare_grouped_stats(old_group, new_group):
+    """Pair two {Traceback: Statistic} mappings into StatisticDiff objects.
+
+    Places only present in *new_group* count as entirely new; places only
+    present in *old_group* as entirely released.  The result is unsorted.
+    """
+    diffs = []
+    for traceback, new in new_group.items():
+        old = old_group.get(traceback)
+        if old is None:
+            diffs.append(StatisticDiff(traceback, new.size, new.size,
+                                       new.count, new.count))
+        else:
+            diffs.append(StatisticDiff(traceback,
+                                       new.size, new.size - old.size,
+                                       new.count, new.count - old.count))
+    for traceback, old in old_group.items():
+        if traceback not in new_group:
+            diffs.append(StatisticDiff(traceback, 0, -old.size,
+                                       0, -old.count))
+    return diffs
+
+
+# --------------------------------------------------------------------------
+# Frames and tracebacks
+
+@total_ordering
+class Frame:
+    """One frame of a traceback: a filename and a line number."""
+
+    __slots__ = ('_frame',)
+
+    def __init__(self, frame):
+        # *frame* is a raw (filename, lineno) tuple, kept as is: comparing
+        # and hashing frames is then comparing and hashing that tuple.
+        self._frame = frame
+
+    @property
+    def filename(self):
+        return self._frame[0]
+
+    @property
+    def lineno(self):
+        return self._frame[1]
+
+    def __eq__(self, other):
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return self._frame == other._frame
+
+    def __lt__(self, other):
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return self._frame < other._frame
+
+    def __hash__(self):
+        return hash(self._frame)
+
+    def __str__(self):
+        return f"{self.filename}:{self.lineno}"
+
+    def __repr__(self):
+        return f"<Frame filename={self.filename!r} lineno={self.lineno!r}>"
+
+
+# Older spelling of the Frame class, still referred to by some test helpers.
+_Frame = Frame
+
+
+@total_ordering
+class Traceback(Sequence):
+    """Sequence of Frame objects, from the oldest call to the most recent."""
+
+    __slots__ = ('_frames', '_total_nframe')
+
+    def __init__(self, frames, total_nframe=None):
+        # The engine reports frames most recent first, the public API
+        # exposes them oldest first (like the traceback module): store them
+        # in API order once, so that indexing needs no arithmetic.
+        self._frames = tuple(reversed(frames))
+        self._total_nframe = total_nframe
+
+    @property
+    def total_nframe(self):
+        return self._total_nframe
+
+    def __len__(self):
+        return len(self._frames)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(map(Frame, self._frames[index]))
+        return Frame(self._frames[index])
+
+    def __iter__(self):
+        return map(Frame, self._frames)
+
+    def __contains__(self, frame):
+        return frame._frame in self._frames
+
+    def __hash__(self):
+        return hash(self._frames)
+
+    def __eq__(self, other):
+        if not isinstance(other, Traceback):
+            return NotImplemented
+        return self._frames == other._frames
+
+    def __lt__(self, other):
+        if not isinstance(other, Traceback):
+            return NotImplemented
+        return self._frames < other._frames
+
+    def __str__(self):
+        # A traceback is summarised by its oldest frame.
+        return str(self[0])
+
+    def __repr__(self):
+        text = f"<Traceback {tuple(self)}"
+        if self._total_nframe is not None:
+            text += f" total_nframe={self._total_nframe}"
+        return text + ">"
+
+    def format(self, limit=None, most_recent_first=False):
+        """Return the traceback as a list of lines, without newlines.
+
+        A positive *limit* keeps the *limit* most recent frames; zero or a
+        negative *limit* keeps ``frames[:limit]``, that is it drops the
+        ``abs(limit)`` most recent frames.
+        """
+        frames = self._frames
+        if limit is not None:
+            frames = frames[-limit:] if limit > 0 else frames[:limit]
+        if most_recent_first:
+            frames = reversed(frames)
+
+        lines = []
+        for filename, lineno in frames:
+            lines.append(f'  File "{filename}", line {lineno}')
+            source = linecache.getline(filename, lineno).strip()
+            if source:
+                lines.append(f'    {source}')
+        return lines
+
+
+def get_object_traceback(obj):
+    """Return the Traceback where *obj* was allocated.
+
+    Return None if memory allocations are not being traced, or if the
+    allocation of *obj* was not traced.
+    """
+    frames = _get_object_traceback(obj)
+    if frames is None:
+        return None
+    return Traceback(frames)
+
+
+# --------------------------------------------------------------------------
+# Traces
+
+class Trace:
+    """A traced memory block: its domain, size and allocation traceback."""
+
+    __slots__ = ('_trace',)
+
+    def __init__(self, trace):
+        # *trace* is a raw (domain, size, frames, total_nframe) tuple.
+        self._trace = trace
+
+    @property
+    def domain(self):
+        return self._trace[0]
+
+    @property
+    def size(self):
+        return self._trace[1]
+
+    @property
+    def traceback(self):
+        return Traceback(*self._trace[2:])
+
+    def __eq__(self, other):
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return self._trace == other._trace
+
+    def __hash__(self):
+        return hash(self._trace)
+
+    def __str__(self):
+        return f"{self.traceback}: {_format_size(self.size, False)}"
+
+    def __repr__(self):
+        return (f"<Trace domain={self.domain} "
+                f"size={_format_size(self.size, False)}, "
+                f"traceback={self.traceback!r}>")
+
+
+class _Traces(Sequence):
+    """Read-only sequence view of raw traces as Trace objects.
+
+    Trace objects are created on access only: a snapshot may hold millions
+    of traces, most of which are never looked at individually.
+    """
+
+    def __init__(self, traces):
+        # *traces* is the raw list returned by _get_traces() (or any
+        # sequence of raw trace tuples).
+        self._traces = traces
+
+    def __len__(self):
+        return len(self._traces)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(map(Trace, self._traces[index]))
+        return Trace(self._traces[index])
+
+    def __contains__(self, trace):
+        return trace._trace in self._traces
+
+    def __eq__(self, other):
+        if not isinstance(other, _Traces):
+            return NotImplemented
+        return self._traces == other._traces
+
+    def __repr__(self):
+        return f"<Traces len={len(self)}>"
+
+
+# --------------------------------------------------------------------------
+# Filters
+
+def _normalize_filename(filename):
+    """Normalise a filename for matching: OS case rules, '.pyc' -> '.py'."""
+    filename = os.path.normcase(filename)
+    if filename.endswith('.pyc'):
+        filename = filename[:-1]
+    return filename
+
+
+class BaseFilter:
+    """Base class of trace filters.
+
+    *inclusive* tells whether the filter keeps (True) or drops (False) the
+    traces that it describes.
+    """
+
+    def __init__(self, inclusive):
+        self.inclusive = inclusive
+
+    def _match(self, trace):
+        """Return True if the raw *trace* passes this filter."""
+        raise NotImplementedError
+
+
+class Filter(BaseFilter):
+    """Filter traces on the filename and line number of their frames.
+
+    *filename_pattern* is a fnmatch pattern.  *lineno* None matches any line.
+    With *all_frames* every frame is checked, otherwise only the most recent
+    one.  *domain*, when not None, restricts the filter to one domain.
+    """
+
+    def __init__(self, inclusive, filename_pattern,
+                 lineno=None, all_frames=False, domain=None):
+        super().__init__(inclusive)
+        self._filename_pattern = _normalize_filename(filename_pattern)
+        self.lineno = lineno
+        self.all_frames = all_frames
+        self.domain = domain
+
+    @property
+    def filename_pattern(self):
+        return self._filename_pattern
+
+    def _match_frame_impl(self, filename, lineno):
+        # Does the frame fall in the described set, regardless of whether
+        # the filter includes or excludes that set?
+        filename = _normalize_filename(filename)
+        if not fnmatch.fnmatch(filename, self._filename_pattern):
+            return False
+        return self.lineno is None or lineno == self.lineno
+
+    def _match_frame(self, filename, lineno):
+        # XOR with "not inclusive" turns "described" into "passes".
+        return self._match_frame_impl(filename, lineno) ^ (not self.inclusive)
+
+    def _match_traceback(self, traceback):
+        # *traceback* is a raw frames tuple, most recent frame first.
+        if self.all_frames:
+            described = any(self._match_frame_impl(filename, lineno)
+                            for filename, lineno in traceback)
+            return described ^ (not self.inclusive)
+        filename, lineno = traceback[0]
+        return self._match_frame(filename, lineno)
+
+    def _match(self, trace):
+        domain, size, traceback, total_nframe = trace
+        result = self._match_traceback(traceback)
+        if self.domain is None:
+            return result
+        # Outside of its domain, an inclusive filter keeps nothing and an
+        # exclusive filter drops nothing.
+        if self.inclusive:
+            return result and domain == self.domain
+        return result or domain != self.domain
+
+
+class DomainFilter(BaseFilter):
+    """Filter traces on their domain (address space)."""
+
+    def __init__(self, inclusive, domain):
+        super().__init__(inclusive)
+        self._domain = domain
+
+    @property
+    def domain(self):
+        return self._domain
+
+    def _match(self, trace):
+        domain, size, traceback, total_nframe = trace
+        return (domain == self.domain) ^ (not self.inclusive)
+
+
+def _looks_at_frames_only(trace_filter):
+    """Does *trace_filter* decide on the domain and frames of a trace only?
+
+    True for Filter and DomainFilter themselves (not their subclasses, which
+    may look at anything), and for the package's own filter classes that
+    say so with a ``_frames_only = True`` class attribute of their own.
+    """
+    cls = type(trace_filter)
+    return cls in (Filter, DomainFilter) or cls.__dict__.get('_frames_only',
+                                                            False)
+
+
+# --------------------------------------------------------------------------
+# Grouping raw traces
+
+def _totals_by_frames_object(traces):
+    """Sum size and count of *traces* per distinct frames tuple object.
+
+    Returns an iterable of [frames, size, count] lists.  Grouping is by
+    object identity: id() is cheap, while hashing a frames tuple means
+    hashing every frame in it.  The C engine makes identity equivalent to
+    equality for real snapshots (interned tracebacks); for hand-made ones it
+    merely gives several entries for equal tuples, which callers merge by
+    value.
+    """
+    totals = {}
+    for _, size, frames, _ in traces:
+        key = id(frames)
+        try:
+            total = totals[key]
+        except KeyError:
+            totals[key] = [frames, size, 1]
+        else:
+            total[1] += size
+            total[2] += 1
+    return totals.values()
+
+
+# --------------------------------------------------------------------------
+# Snapshots
+
+class Snapshot:
+    """Traces of the memory blocks allocated by Python at a point in time."""
+
+    def __init__(self, traces, traceback_limit):
+        # *traces* is a list of raw trace tuples (see _Traces).
+        self.traces = _Traces(traces)
+        self.traceback_limit = traceback_limit
+
+    def dump(self, filename):
+        """Write the snapshot into the file *filename*.
+
+        The file is replaced atomically: readers see either the previous
+        file or the complete new one.  Read it back with Snapshot.load().
+        """
+        from tracemalloc import _snapshotfile
+
+        _snapshotfile.write_atomically(filename, _snapshotfile.encode(self))
+
+    @classmethod
+    def load(cls, filename):
+        """Read a snapshot written by Snapshot.dump().
+
+        Raise ValueError if the file is not a valid snapshot file.  Loading
+        only decodes data: it never runs code, whatever the file holds.
+        """
+        from tracemalloc import _snapshotfile
+
+        with open(filename, 'rb') as fp:
+            data = fp.read()
+        try:
+            return _snapshotfile.decode(cls, data)
+        except _snapshotfile._SnapshotError as exc:
+            raise ValueError(f"cannot load tracemalloc snapshot "
+                             f"{os.fsdecode(filename)!r}: {exc}") from None
+
+    def _filter_trace(self, include_filters, exclude_filters, trace):
+        # A trace is kept if it passes at least one inclusive filter (when
+        # there are any) and passes every exclusive filter.
+        if include_filters and not any(trace_filter._match(trace)
+                                       for trace_filter in include_filters):
+            return False
+        return all(trace_filter._match(trace)
+                   for trace_filter in exclude_filters)
+
+    def filter_traces(self, filters):
+        """Return a new Snapshot holding the traces kept by *filters*.
+
+        *filters* is an iterable of Filter and DomainFilter objects.  With no
+        filter, the new snapshot gets a copy of all traces.
+        """
+        if not isinstance(filters, Iterable):
+            raise TypeError(f"filters must be a list of filters, "
+                            f"not {type(filters).__name__}")
+        filters = list(filters)
+        traces = self.traces._traces
+        if not filters:
+            return Snapshot(list(traces), self.traceback_limit)
+
+        include_filters = [f for f in filters if f.inclusive]
+        exclude_filters = [f for f in filters if not f.inclusive]
+
+        filter_trace = self._filter_trace
+        if (all(_looks_at_frames_only(f) for f in filters)
+                and type(self)._filter_trace is Snapshot._filter_trace):
+            # These filters only look at the domain and the frames, and a
+            # frames tuple is shared by all traces of a call context: decide
+            # once per (domain, frames object).
+            decisions = {}
+            kept = []
+            for trace in traces:
+                key = (trace[0], id(trace[2]))
+                keep = decisions.get(key)
+                if keep is None:
+                    keep = filter_trace(include_filters, exclude_filters,
+                                        trace)
+                    decisions[key] = keep
+                if keep:
+                    kept.append(trace)
+        else:
+            # A custom filter may look at anything, such as the size.
+            kept = [trace for trace in traces
+                    if filter_trace(include_filters, exclude_filters, trace)]
+        return Snapshot(kept, self.traceback_limit)
+
+    def _group_by(self, key_type, cumulative):
+        """Return {Traceback: Statistic} for the given grouping."""
+        if key_type not in ('traceback', 'filename', 'lineno'):
+            raise ValueError(f"unknown key_type: {key_type!r}")
+        if cumulative and key_type not in ('lineno', 'filename'):
+            raise ValueError(f"cumulative mode cannot by used "
+                             f"with key type {key_type!r}")
+
+        if key_type == 'traceback':
+            def keys_of(frames):
+                return (frames,)
+        elif key_type == 'lineno':
+            if cumulative:
+                def keys_of(frames):
+                    return [(frame,) for frame in frames]
+            else:
+                def keys_of(frames):
+                    return (frames[:1],)
+        else:
+            # Grouping by file: the key is a single frame with line 0.
+            if cumulative:
+                def keys_of(frames):
+                    return [((frame[0], 0),) for frame in frames]
+            else:
+                def keys_of(frames):
+                    return (((frames[0][0], 0),),)
+
+        # Merge per-object totals into per-key totals.  In cumulative mode
+        # a frame appearing twice in one traceback (recursion) counts twice,
+        # as it always did.
+        totals = {}
+        for frames, size, count in _totals_by_frames_object(
+                self.traces._traces):
+            for key in keys_of(frames):
+                total = totals.get(key)
+                if total is None:
+                    totals[key] = [size, count]
+                else:
+                    total[0] += size
+                    total[1] += count
+
+        stats = {}
+        for key, (size, count) in totals.items():
+            traceback = Traceback(key)
+            stats[traceback] = Statistic(traceback, size, count)
+        return stats
+
+    def statistics(self, key_type, cumulative=False):
+        """Return a list of Statistic objects grouped by *key_type*.
+
+        *key_type* is 'filename', 'lineno' or 'traceback'.  With *cumulative*
+        (only for 'filename' and 'lineno'), every frame of a traceback is
+        credited, not only the most recent one.  Biggest first.
+        """
+        stats = list(self._group_by(key_type, cumulative).values())
+        stats.sort(reverse=True, key=Statistic._sort_key)
+        return stats
+
+    def compare_to(self, old_snapshot, key_type, cumulative=False):
+        """Return StatisticDiff objects for the changes since *old_snapshot*.
+
+        Grouping works as in statistics().  Largest changes first.
+        """
+        new_group = self._group_by(key_type, cumulative)
+        old_group = old_snapshot._group_by(key_type, cumulative)
+        diffs = _compare_grouped_stats(old_group, new_group)
+        diffs.sort(reverse=True, key=StatisticDiff._sort_key)
+        return diffs
+
+
+def take_snapshot():
+    """Return a Snapshot of the traces of the currently allocated blocks."""
+    if not is_tracing():
+        raise RuntimeError("the tracemalloc module must be tracing memory "
+                           "allocations to take a snapshot")
+    traces = _get_traces()
+    traceback_limit = get_traceback_limit()
+    return Snapshot(traces, traceback_limit)

@@ -1,0 +1,562 @@
+"""Leak checking: run code in rounds, report the allocation sites that grow.
+
+A leak check runs a workload W times to warm up (caches fill, modules get
+imported, strings get interned), then R more times, taking a snapshot of the
+traced memory after each of these rounds.  An allocation site -- the file and
+line that allocated the memory -- leaks when the memory still allocated there
+grew in every measured round, or in a clear majority of them, by at least a
+threshold on average.  Sites are reported largest first, each with the
+traceback through which most of its growth was allocated:
+
+    import tracemalloc.leaks
+
+    report = tracemalloc.leaks.check(handle_one_request)
+    if report:
+        print(report)
+
+    tracemalloc.leaks.assert_no_leaks(handle_one_request)   # LeakError
+
+    with tracemalloc.leaks.LeakCheck(rounds=5) as check:    # a block of code
+        for _ in check:
+            handle_one_request()
+
+What is not a leak (see "Noise" in Doc/library/tracemalloc.rst):
+
+* memory that grows only during the warm-up rounds, or in a minority of the
+  measured rounds (a dict that resizes once, a cache filling up);
+* memory of the caches that clear_caches() empties before each snapshot;
+* the allocations of this package (the checker and the snapshots it holds):
+  a trace is the checker's when the most recent of its frames that belongs
+  to this package is not the line that calls the workload.
+"""
+
+import gc
+import linecache
+import os
+import sys
+
+import tracemalloc
+from tracemalloc import Traceback, _format_size
+
+__all__ = ['check', 'assert_no_leaks', 'clear_caches', 'LeakCheck',
+           'LeakReport', 'LeakSite', 'LeakError',
+           'DEFAULT_WARMUP', 'DEFAULT_ROUNDS', 'DEFAULT_THRESHOLD',
+           'DEFAULT_NFRAME']
+
+DEFAULT_WARMUP = 2
+DEFAULT_ROUNDS = 5
+DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
+DEFAULT_NFRAME = 25             # traceback limit when the check starts tracing
+
+
+class LeakError(AssertionError):
+    """Raised by assert_no_leaks() and friends; the message is the report."""
+
+    def __init__(self, report):
+        super().__init__(report.format())
+        self.report = report
+
+
+# --------------------------------------------------------------------------
+# Noise control
+
+def clear_caches():
+    """Empty the interpreter's and the stdlib's caches that refill on use.
+
+    Run before each snapshot of a leak check, like regrtest's -R cleanup: a
+    cache that the workload refills each round then shows no growth, while
+    a cache that only fills up would look like a leak until it is full.
+    Only modules already imported are touched.
+    """
+    modules = sys.modules
+    re = modules.get('re')
+    if re is not None:
+        re.purge()
+    linecache.clearcache()
+    for name, clear in (('struct', '_clearcache'),
+                        ('urllib.parse', 'clear_cache'),
+                        ('filecmp', None)):
+        module = modules.get(name)
+        if module is None:
+            continue
+        if clear is not None:
+            getattr(module, clear, lambda: None)()
+        elif name == 'filecmp':
+            module._cache.clear()
+    fnmatch = modules.get('fnmatch')
+    if fnmatch is not None and hasattr(fnmatch._compile_pattern,
+                                       'cache_clear'):
+        fnmatch._compile_pattern.cache_clear()
+    typing = modules.get('typing')
+    if typing is not None:
+        for cleanup in getattr(typing, '_cleanups', ()):
+            cleanup()
+    abc_module = modules.get('collections.abc')
+    if abc_module is not None:
+        # isinstance() checks against an ABC cache the classes seen.
+        for name in abc_module.__all__:
+            abc = getattr(abc_module, name)
+            if not hasattr(abc, '_abc_caches_clear'):
+                continue
+            for cls in [abc, *type.__subclasses__(abc)]:
+                if hasattr(cls, '_abc_caches_clear'):
+                    cls._abc_caches_clear()
+    sys._clear_type_cache()
+
+
+# --------------------------------------------------------------------------
+# Whose memory is it?
+
+def _call_workload(func):
+    # The call below is the one line of this package through which the
+    # workload allocates: see _is_workload().
+    return func()
+
+
+_OWN_DIRECTORY = os.path.dirname(_call_workload.__code__.co_filename)
+_WORKLOAD_FRAME = (_call_workload.__code__.co_filename,
+                   max(line for _, _, line in _call_workload.__code__.co_lines()
+                       if line is not None))
+_RUNNER_FILES = frozenset()     # filled by _runner_files()
+
+
+def _runner_files():
+    """Files whose frames run a workload without being part of it."""
+    global _RUNNER_FILES
+    if not _RUNNER_FILES:
+        import runpy
+        _RUNNER_FILES = frozenset({runpy.run_path.__code__.co_filename})
+    return _RUNNER_FILES
+
+
+class _Ownership:
+    """Decide, once per distinct traceback, whether a trace is the tool's.
+
+    The workload's memory is allocated either through _call_workload()'s
+    call line (check(), the CLI, unittest and pytest), or in frames of no
+    file of this package at all (a block run by iterating a LeakCheck).
+    Anything else whose traceback reaches this package is the checker's own.
+    """
+
+    def __init__(self):
+        self._own_file = {}
+
+    def _is_own_file(self, filename):
+        own = self._own_file.get(filename)
+        if own is None:
+            own = os.path.dirname(filename) == _OWN_DIRECTORY
+            self._own_file[filename] = own
+        return own
+
+    def is_workload(self, frames):
+        is_own_file = self._is_own_file
+        for frame in frames:
+            if is_own_file(frame[0]):
+                return frame == _WORKLOAD_FRAME
+        return True
+
+    def workload_frames(self, frames):
+        """*frames* (most recent first) without the checker's and runner's
+        frames at the oldest end."""
+        is_own_file = self._is_own_file
+        end = len(frames)
+        for index, frame in enumerate(frames):
+            if is_own_file(frame[0]):
+                end = index
+                break
+        runners = _runner_files()
+        while end > 1 and frames[end - 1][0] in runners:
+            end -= 1
+        return frames[:end]
+
+
+def _workload_totals(ownership, traces):
+    """Return {(domain, frames): [size, count]} of the workload's traces
+    among the raw *traces*."""
+    totals_by_id = {}
+    for domain, size, frames, _ in traces:
+        # Traces of one call context share one frames tuple: group by
+        # identity first, which costs no hashing of the frames.
+        key = id(frames) if not domain else (domain, id(frames))
+        total = totals_by_id.get(key)
+        if total is None:
+            totals_by_id[key] = [domain, frames, size, 1]
+        else:
+            total[2] += size
+            total[3] += 1
+    totals = {}
+    is_workload = ownership.is_workload
+    for domain, frames, size, count in totals_by_id.values():
+        if not is_workload(frames):
+            continue
+        key = (domain, frames)
+        total = totals.get(key)
+        if total is None:
+            totals[key] = [size, count]
+        else:
+            total[0] += size
+            total[1] += count
+    return totals
+
+
+def _site_of(frames):
+    return frames[0] if frames else ('<unknown>', 0)
+
+
+def _totals_by_site(totals):
+    sites = {}
+    for (domain, frames), (size, count) in totals.items():
+        site = _site_of(frames)
+        total = sites.get(site)
+        if total is None:
+            sites[site] = [size, count]
+        else:
+            total[0] += size
+            total[1] += count
+    return sites
+
+
+# --------------------------------------------------------------------------
+# Results
+
+class LeakSite:
+    """An allocation site whose memory grew while the workload ran.
+
+    *sizes* and *counts* hold, for each measured round, how much the memory
+    allocated at the site grew (bytes, blocks); *traceback* is the Traceback
+    that contributed most of the growth, without the checker's frames.
+    """
+
+    __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
+                 'domain')
+
+    def __init__(self, filename, lineno, sizes, counts, traceback, domain=0):
+        self.filename = filename
+        self.lineno = lineno
+        self.sizes = sizes
+        self.counts = counts
+        self.traceback = traceback
+        self.domain = domain
+
+    @property
+    def size(self):
+        """Total growth in bytes over the measured rounds."""
+        return sum(self.sizes)
+
+    @property
+    def count(self):
+        """Total growth in blocks over the measured rounds."""
+        return sum(self.counts)
+
+    @property
+    def rounds_grown(self):
+        """In how many measured rounds the site grew."""
+        return sum(1 for size in self.sizes if size > 0)
+
+    def __repr__(self):
+        return (f"<LeakSite {self.filename}:{self.lineno} "
+                f"sizes={self.sizes} counts={self.counts}>")
+
+    def format(self):
+        """Return the site's report as a list of lines, without newlines."""
+        rounds = len(self.sizes)
+        per_round_size = _format_size(self.size / rounds, False)
+        per_round_count = self.count / rounds
+        if per_round_count == int(per_round_count):
+            per_round_count = int(per_round_count)
+        else:
+            per_round_count = f"{per_round_count:.1f}"
+        line = (f"{self.filename}:{self.lineno}: size={per_round_size}, "
+                f"count={per_round_count} per round (grew in "
+                f"{self.rounds_grown} of {rounds} rounds")
+        if self.domain:
+            line += f", domain {self.domain}"
+        lines = [line + ")"]
+        source = linecache.getline(self.filename, self.lineno).strip()
+        if source:
+            lines.append(f"    {source}")
+        lines.append("  Traceback (most recent call first):")
+        lines.extend("  " + line for line in
+                     self.traceback.format(most_recent_first=True))
+        return lines
+
+
+class LeakReport:
+    """The result of a leak check.
+
+    *sites* lists the leaking LeakSite objects, largest growth first (empty
+    when nothing leaked; a report is true when something leaked).  *sizes*
+    and *counts* give, per measured round, the growth of all the workload's
+    traced memory, leaking or not.
+    """
+
+    def __init__(self, sites, *, warmup, rounds, threshold, min_rounds,
+                 traceback_limit, sizes, counts, title=None):
+        self.sites = sites
+        self.warmup = warmup
+        self.rounds = rounds
+        self.threshold = threshold
+        self.min_rounds = min_rounds
+        self.traceback_limit = traceback_limit
+        self.sizes = sizes
+        self.counts = counts
+        self.title = title
+
+    def __bool__(self):
+        return bool(self.sites)
+
+    @property
+    def leaked(self):
+        return bool(self.sites)
+
+    def __repr__(self):
+        return (f"<LeakReport sites={len(self.sites)} rounds={self.rounds} "
+                f"warmup={self.warmup}>")
+
+    def __str__(self):
+        return self.format()
+
+    def format(self, limit=10):
+        """Return the report as text: a summary line, then up to *limit*
+        sites (None: all), each starting with a FILE:LINE: line."""
+        what = f"{self.title}: " if self.title else ""
+        if not self.sites:
+            return (f"tracemalloc: {what}no allocation site grew in "
+                    f"{self.min_rounds} or more of {self.rounds} rounds "
+                    f"(after {self.warmup} warm-up rounds)")
+        shown = self.sites if limit is None else self.sites[:limit]
+        plural = "s" if len(self.sites) > 1 else ""
+        lines = [f"tracemalloc: {what}{len(self.sites)} allocation "
+                 f"site{plural} leaked: memory grew in {self.min_rounds} or "
+                 f"more of {self.rounds} rounds (after {self.warmup} warm-up "
+                 f"rounds; traceback limit {self.traceback_limit})"]
+        for site in shown:
+            lines.extend(site.format())
+        rest = self.sites[len(shown):]
+        if rest:
+            size = sum(site.size for site in rest) / self.rounds
+            lines.append(f"{len(rest)} other leaking sites: "
+                         f"size={_format_size(size, False)} per round")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# The check
+
+class LeakCheck:
+    """Run a workload in rounds and find the allocation sites that grow.
+
+    Run a callable with run(), or a block of code by iterating over the
+    check (each iteration is one round); as a context manager, the check
+    raises LeakError at the end of the with block when something leaked.
+    The report is the *report* attribute once the rounds are done.
+
+    *warmup* rounds run first and are not measured; then *rounds* rounds
+    are, with a snapshot after each.  A site leaks when its memory grew in
+    at least *min_rounds* of them (default: all but one in four, so 4 of
+    5) and by at least *threshold* bytes per round on average.  When
+    tracing is off, the check starts it with *nframe* frames per traceback
+    and stops it at the end.  With *cleanup* true, clear_caches() runs
+    before each snapshot; a callable *cleanup* runs after it.
+
+    Only per-traceback totals are kept between rounds, never a whole
+    snapshot, unless *keep_snapshots* is true: then *first_snapshot* and
+    *last_snapshot* are Snapshot objects of the workload's traces at the
+    start and at the end of the measured rounds (for an HTML report).
+    """
+
+    def __init__(self, *, warmup=DEFAULT_WARMUP, rounds=DEFAULT_ROUNDS,
+                 threshold=DEFAULT_THRESHOLD, min_rounds=None,
+                 nframe=DEFAULT_NFRAME, cleanup=True, title=None,
+                 keep_snapshots=False):
+        if warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        if rounds < 1:
+            raise ValueError("rounds must be >= 1")
+        if min_rounds is None:
+            min_rounds = rounds - rounds // 4
+        if not 1 <= min_rounds <= rounds:
+            raise ValueError("min_rounds must be between 1 and rounds")
+        if threshold < 0:
+            raise ValueError("threshold must be >= 0")
+        self.warmup = warmup
+        self.rounds = rounds
+        self.threshold = threshold
+        self.min_rounds = min_rounds
+        self.nframe = nframe
+        self.cleanup = cleanup
+        self.title = title
+        self.keep_snapshots = keep_snapshots
+        self.first_snapshot = self.last_snapshot = None
+        self.report = None
+        self._iterator = None
+        self._started_tracing = False
+
+    # Running
+
+    def run(self, func):
+        """Run *func()* warmup + rounds times; return the LeakReport."""
+        self._begin()
+        try:
+            for index in range(self.warmup + self.rounds):
+                _call_workload(func)
+                self._end_round(index)
+            self.report = self._finish()
+        finally:
+            self._stop_tracing()
+        return self.report
+
+    def __iter__(self):
+        if self._iterator is not None:
+            raise RuntimeError("a LeakCheck can only be iterated once")
+        self._iterator = self._iterate()
+        return self._iterator
+
+    def _iterate(self):
+        self._begin()
+        try:
+            for index in range(self.warmup + self.rounds):
+                yield index
+                self._end_round(index)
+            self.report = self._finish()
+        finally:
+            self._stop_tracing()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._iterator is not None:
+            self._iterator.close()
+        if exc_type is None and self.report:
+            raise LeakError(self.report)
+        return False
+
+    # Rounds
+
+    def _begin(self):
+        self.report = None
+        self._ownership = _Ownership()
+        self._history = []          # per snapshot: {site: [size, count]}
+        self._first_totals = None   # first snapshot, per traceback
+        self._last_totals = None    # last snapshot, per traceback
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(self.nframe)
+            self._started_tracing = True
+        if self.warmup == 0:
+            self._snapshot()
+
+    def _end_round(self, index):
+        if index >= self.warmup - 1:
+            self._snapshot()
+
+    def _snapshot(self):
+        if self.cleanup:
+            clear_caches()
+            if callable(self.cleanup):
+                self.cleanup()
+        gc.collect()
+        # The raw snapshot is dropped before the next round: only these
+        # totals stay alive between rounds (unless keep_snapshots).
+        if self.keep_snapshots:
+            snapshot = tracemalloc.take_snapshot()
+            traces = snapshot.traces._traces
+            is_workload = self._ownership.is_workload
+            snapshot = tracemalloc.Snapshot(
+                [trace for trace in traces if is_workload(trace[2])],
+                snapshot.traceback_limit)
+            if self.first_snapshot is None:
+                self.first_snapshot = snapshot
+            self.last_snapshot = snapshot
+        else:
+            traces = tracemalloc._get_traces()
+        totals = _workload_totals(self._ownership, traces)
+        del traces
+        if self._first_totals is None:
+            self._first_totals = totals
+        self._last_totals = totals
+        self._history.append(_totals_by_site(totals))
+
+    def _stop_tracing(self):
+        if self._started_tracing:
+            self._started_tracing = False
+            tracemalloc.stop()
+
+    def _finish(self):
+        history = self._history
+        rounds = len(history) - 1
+        traceback_limit = tracemalloc.get_traceback_limit()
+        sites = set()
+        for totals in history:
+            sites.update(totals)
+        zero = (0, 0)
+        leaking = []
+        for site in sites:
+            sizes = []
+            counts = []
+            previous = history[0].get(site, zero)
+            for totals in history[1:]:
+                current = totals.get(site, zero)
+                sizes.append(current[0] - previous[0])
+                counts.append(current[1] - previous[1])
+                previous = current
+            grown = sum(1 for size in sizes if size > 0)
+            total = sum(sizes)
+            if (grown >= self.min_rounds and total > 0
+                    and total >= self.threshold * rounds):
+                leaking.append((site, sizes, counts))
+
+        result = []
+        for site, sizes, counts in leaking:
+            domain, frames = self._biggest_traceback(site)
+            frames = self._ownership.workload_frames(frames)
+            result.append(LeakSite(site[0], site[1], sizes, counts,
+                                   Traceback(frames), domain))
+        result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+        first = self._first_totals
+        last = self._last_totals
+        sizes = []
+        counts = []
+        for before, after in zip(history, history[1:]):
+            sizes.append(sum(v[0] for v in after.values())
+                         - sum(v[0] for v in before.values()))
+            counts.append(sum(v[1] for v in after.values())
+                          - sum(v[1] for v in before.values()))
+        del first, last
+        self._history = self._first_totals = self._last_totals = None
+        return LeakReport(result, warmup=self.warmup, rounds=rounds,
+                          threshold=self.threshold,
+                          min_rounds=self.min_rounds,
+                          traceback_limit=traceback_limit,
+                          sizes=sizes, counts=counts, title=self.title)
+
+    def _biggest_traceback(self, site):
+        """The (domain, frames) of *site* that grew most overall."""
+        best = None
+        best_growth = None
+        first = self._first_totals
+        for key, (size, count) in self._last_totals.items():
+            if _site_of(key[1]) != site:
+                continue
+            growth = size - first.get(key, (0, 0))[0]
+            if best is None or growth > best_growth:
+                best, best_growth = key, growth
+        if best is None:
+            return 0, (site,)
+        return best
+
+
+def check(func, **options):
+    """Run *func()* in rounds (see LeakCheck); return a LeakReport.
+
+    The report is true when some allocation site leaked.
+    """
+    return LeakCheck(**options).run(func)
+
+
+def assert_no_leaks(func, **options):
+    """Like check(), but raise LeakError (an AssertionError) on a leak."""
+    report = check(func, **options)
+    if report:
+        raise LeakError(report)
+    return report
