@@ -499,20 +499,25 @@ def _load_function(spec):
     return target
 
 
-def _script_runner(path, args):
+def _run_script(path):
     import runpy
+
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise
+
+
+def _script_runner(path, args):
+    import functools
+    from tracemalloc import leaks
 
     path = os.path.abspath(path)
     sys.argv[:] = [path, *args]
     sys.path[0] = os.path.dirname(path)
-
-    def run_script():
-        try:
-            runpy.run_path(path, run_name="__main__")
-        except SystemExit as exc:
-            if exc.code not in (None, 0):
-                raise
-    return run_script
+    leaks._calls_workload(_run_script)
+    return functools.partial(_run_script, path)
 
 
 def command_leaks(argv):

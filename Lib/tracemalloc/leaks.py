@@ -108,15 +108,34 @@ def clear_caches():
 # Whose memory is it?
 
 def _call_workload(func):
-    # The call below is the one line of this package through which the
-    # workload allocates: see _is_workload().
+    # The call below is the line of this package through which the
+    # workload allocates: see _Ownership.
     return func()
 
 
+# (filename, lineno) of the lines of this package through which a workload
+# is called: _call_workload()'s, and those of the helpers of the test
+# framework integrations that sit between it and the test (registered with
+# _calls_workload()).
+_WORKLOAD_CALLS = set()
 _OWN_DIRECTORY = os.path.dirname(_call_workload.__code__.co_filename)
-_WORKLOAD_FRAME = (_call_workload.__code__.co_filename,
-                   max(line for _, _, line in _call_workload.__code__.co_lines()
-                       if line is not None))
+
+
+def _calls_workload(function):
+    """Register the lines of *function*, a helper of this package between
+    _call_workload() and the workload, as lines that call the workload.
+
+    The helper must allocate nothing that outlives it on those lines.
+    """
+    code = function.__code__
+    _WORKLOAD_CALLS.update((code.co_filename, lineno)
+                           for _, _, lineno in code.co_lines()
+                           if lineno is not None
+                           and lineno != code.co_firstlineno)
+    return function
+
+
+_calls_workload(_call_workload)
 _RUNNER_FILES = frozenset()     # filled by _runner_files()
 
 
@@ -133,9 +152,12 @@ class _Ownership:
     """Decide, once per distinct traceback, whether a trace is the tool's.
 
     The workload's memory is allocated either through _call_workload()'s
-    call line (check(), the CLI, unittest and pytest), or in frames of no
+    call line (check(), the CLI, unittest and pytest) and the helpers
+    registered with _calls_workload(), or in frames of no
     file of this package at all (a block run by iterating a LeakCheck).
     Anything else whose traceback reaches this package is the checker's own.
+    Traces of no frame at all ('<unknown>') count as the workload's: C
+    code running without a Python frame may leak too.
     """
 
     def __init__(self):
@@ -150,9 +172,12 @@ class _Ownership:
 
     def is_workload(self, frames):
         is_own_file = self._is_own_file
-        for frame in frames:
+        for index, frame in enumerate(frames):
             if is_own_file(frame[0]):
-                return frame == _WORKLOAD_FRAME
+                # Allocated by the workload line itself, not below it: the
+                # frame object of _call_workload(), which a leaking
+                # workload's frames may pin (frame.f_back), is the tool's.
+                return index > 0 and frame in _WORKLOAD_CALLS
         return True
 
     def workload_frames(self, frames):

@@ -1,0 +1,135 @@
+"""Leak checks for unittest: a test method decorator and a TestCase mixin.
+
+    import unittest
+    from tracemalloc.testing import no_leaks, LeakCheckMixin
+
+    class ServiceTest(unittest.TestCase):
+        @no_leaks
+        def test_request(self):
+            handle_one_request()
+
+    class ParserTest(LeakCheckMixin, unittest.TestCase):
+        leak_check_rounds = 5           # every test of the class is checked
+
+        def test_parse(self):
+            parse("...")
+
+A checked test runs warmup + rounds times (see tracemalloc.leaks); it fails
+with the leak report as its message when some allocation site grew in
+(almost) every measured round.  With the mixin, setUp() and tearDown() (and
+the cleanups) run around every round, so that what a test's fixture holds is
+released between rounds; the decorator repeats the test method alone.
+"""
+
+import functools
+
+from tracemalloc import leaks
+
+__all__ = ['no_leaks', 'skip_leak_check', 'LeakCheckMixin']
+
+
+def _check_or_fail(test_case, func, options):
+    """Run the leak check of *func*; fail *test_case* with the report."""
+    check = leaks.LeakCheck(**options)
+    report = check.run(func)
+    if report:
+        failure = getattr(test_case, 'failureException', AssertionError)
+        if issubclass(failure, leaks.LeakError):
+            raise failure(report)
+        # Chaining a LeakError keeps the report object reachable for
+        # tools that want more than the message.
+        raise failure(report.format()) from leaks.LeakError(report)
+    return report
+
+
+@leaks._calls_workload
+def _call_test(method, args, kwargs):
+    method(*args, **kwargs)
+
+
+@leaks._calls_workload
+def _call_test_round(test_case, method, state):
+    if state[0]:
+        # Fresh fixtures for each round after the first, as for a new test.
+        test_case.tearDown()
+        test_case.doCleanups()
+        test_case.setUp()
+    state[0] = True
+    method()
+
+
+def no_leaks(method=None, **options):
+    """Decorate a test method (or any function) so that it is leak checked.
+
+    Use it bare (``@no_leaks``) or with the options of LeakCheck
+    (``@no_leaks(rounds=10, threshold=1024)``).  The decorated method runs
+    warmup + rounds times and raises the test's failureException (an
+    AssertionError) with the report as its message if something leaked.
+    """
+    if method is None:
+        return functools.partial(no_leaks, **options)
+
+    @functools.wraps(method)
+    def checked(*args, **kwargs):
+        test_case = args[0] if args else None
+        options.setdefault('title', getattr(method, '__qualname__', None))
+        _check_or_fail(test_case,
+                       functools.partial(_call_test, method, args, kwargs),
+                       options)
+
+    checked.__tracemalloc_leak_check__ = True
+    return checked
+
+
+def skip_leak_check(method):
+    """Exempt one test method of a LeakCheckMixin class from the check."""
+    method.__tracemalloc_leak_check__ = False
+    return method
+
+
+class LeakCheckMixin:
+    """Mix into a unittest.TestCase so that each of its tests is checked.
+
+    Class attributes set the options of the check: leak_check_warmup,
+    leak_check_rounds, leak_check_threshold, leak_check_min_rounds,
+    leak_check_nframe (None: the defaults of tracemalloc.leaks).  A test
+    decorated with skip_leak_check() (or no_leaks, which checks it its own
+    way) is left alone.
+    """
+
+    leak_check_warmup = None
+    leak_check_rounds = None
+    leak_check_threshold = None
+    leak_check_min_rounds = None
+    leak_check_nframe = None
+
+    def leak_check_options(self):
+        """The LeakCheck options of this test (override to compute them)."""
+        options = {}
+        for name in ('warmup', 'rounds', 'threshold', 'min_rounds',
+                     'nframe'):
+            value = getattr(self, f'leak_check_{name}')
+            if value is not None:
+                options[name] = value
+        options.setdefault('title', self.id())
+        return options
+
+    def __init__(self, methodName='runTest'):
+        super().__init__(methodName)
+        method = getattr(self, methodName, None)
+        if (method is None
+                or getattr(method, '__tracemalloc_leak_check__', None)
+                is not None):
+            return
+        # TestCase.run() looks the test method up on the instance: shadow
+        # it with the checked version.
+        setattr(self, methodName, self._leak_checked(method))
+
+    def _leak_checked(self, method):
+        @functools.wraps(method)
+        def checked():
+            state = [False]
+            _check_or_fail(self, functools.partial(_call_test_round, self,
+                                                   method, state),
+                           self.leak_check_options())
+        return checked
