@@ -67,7 +67,7 @@ def _serve(cache, requests):
         _handle_request(cache, 150)
 
 
-def take_traced_snapshot(work, limit=10):
+def take_traced_snapshot(work, limit=25):
     """Run *work()* traced and return (snapshot, whatever work returned)."""
     if tracemalloc.is_tracing():
         raise unittest.SkipTest("tracemalloc is already tracing")
@@ -97,11 +97,19 @@ def service_snapshots():
     return base, snapshot, cache
 
 
-def frames_of(trace):
-    """(filename, lineno) pairs of a trace, oldest call first."""
+LIMIT_FRAME = ("<older calls beyond the traceback limit>", 0)
+
+
+def frames_of(trace, limit):
+    """(filename, lineno) pairs of a trace, oldest call first, under a
+    marker when the traceback may have been cut by *limit*."""
     frames = tuple((frame.filename, frame.lineno)
                    for frame in trace.traceback)
-    return frames or (("<unknown>", 0),)
+    if not frames:
+        return (("<unknown>", 0),)
+    if limit > 1 and len(frames) >= limit:
+        return (LIMIT_FRAME,) + frames
+    return frames
 
 
 def prefix_totals(snapshot):
@@ -111,7 +119,7 @@ def prefix_totals(snapshot):
     prefixes = {}
     whole = {}
     for trace in snapshot.traces:
-        frames = frames_of(trace)
+        frames = frames_of(trace, snapshot.traceback_limit)
         for end in range(len(frames) + 1):
             key = frames[:end]
             prefixes[key] = prefixes.get(key, 0) + trace.size
@@ -369,7 +377,25 @@ class ReportDataTests(unittest.TestCase):
         frames = tuple(("deep.py", line) for line in range(3000))
         snapshot = tracemalloc.Snapshot([(0, 10, frames, 3000)], 3000)
         data = report_data(self.write(snapshot))
-        self.assertEqual(len(rebuild_tree(data)), 3001)
+        # The root, the traceback limit's marker, 3000 frames.
+        self.assertEqual(len(rebuild_tree(data)), 3002)
+
+    def test_traceback_limit_marker(self):
+        # Tracebacks cut by the limit start under a marker of their own,
+        # not where complete tracebacks start.
+        main = ("main.py", 1)
+        traces = [(0, 100, (("c.py", 3), ("b.py", 2), main), 3),
+                  (0, 30, (("b.py", 2), main), 2),
+                  (0, 7, (("d.py", 4), ("c.py", 3), ("b.py", 2)), 9)]
+        data = report_data(self.write(tracemalloc.Snapshot(traces, 3)))
+        boxes = rebuild_tree(data)
+        top = {box_path(data, boxes, index): boxes[index]["size"]
+               for index in boxes[0]["children"]}
+        self.assertEqual(top, {(LIMIT_FRAME,): 107, (main,): 30})
+        # With one frame per traceback, no marker.
+        traces = [(0, 5, (main,), 1)]
+        data = report_data(self.write(tracemalloc.Snapshot(traces, 1)))
+        self.assertEqual(data["files"], ["main.py"])
 
     def test_large_snapshot_stays_small(self):
         # 10^6 traces over 50,000 call paths: the file stays under 5 MB
@@ -490,6 +516,19 @@ class WebDriver:
     def type(self, element, text):
         self.command("POST", f"/element/{element}/value",
                      {"text": text})
+
+    def hover(self, element):
+        """Move the mouse over the middle of *element*."""
+        self.command("POST", "/actions", {"actions": [{
+            "type": "pointer", "id": "mouse",
+            "parameters": {"pointerType": "mouse"},
+            "actions": [{"type": "pointerMove", "duration": 0,
+                         "origin": {ELEMENT_KEY: element},
+                         "x": 0, "y": 0}]}]})
+
+    def set_window_size(self, width, height):
+        self.command("POST", "/window/rect",
+                     {"width": width, "height": height})
 
     def screenshot(self):
         return base64.b64decode(self.command("GET", "/screenshot"))
@@ -853,10 +892,45 @@ class BrowserTests(unittest.TestCase):
                   f"page loaded in {timing['load']:.0f} ms, graph drawn in "
                   f"{timing['render']:.0f} ms ({timing['drawn']} boxes)")
 
+    def box_with_text(self, text):
+        """The element of the biggest drawn box whose label has *text*."""
+        index = self.driver.execute("""
+            const boxes = Array.from(document.querySelectorAll('#graph .box'))
+              .filter(b => b.textContent.includes(arguments[0]));
+            boxes.sort((a, b) => b.dataset.size - a.dataset.size);
+            return boxes.length ? Number(boxes[0].dataset.box) : null;""",
+            text)
+        self.assertIsNotNone(index, f"no box labelled {text!r}")
+        return index, self.driver.find(f'#graph .box[data-box="{index}"]')
+
+    def test_tooltip(self):
+        self.load(self.snapshot, "tooltip.html", base=self.base)
+        index, element = self.box_with_text("_serve(cache, 10)")
+        self.driver.hover(element)
+        tooltip = self.driver.execute("""
+            const t = document.getElementById('tooltip');
+            return t.hidden ? null : t.textContent;""")
+        self.assertIsNotNone(tooltip)
+        size = self.tree()["size"][index]
+        self.assertIn(":" + str(_serve_call_line()), tooltip)
+        self.assertIn("_serve(cache, 10)", tooltip)
+        self.assertIn("size: ", tooltip)
+        self.assertIn("change: +", tooltip)
+        self.assertGreater(size, 0)
+
     def test_screenshot(self):
-        self.load(self.snapshot, "screenshot.html", base=self.base,
-                  title="tracemalloc report: 10 requests more")
-        png = self.driver.screenshot()
+        self.driver.set_window_size(1200, 820)
+        try:
+            self.load(self.snapshot, "screenshot.html", base=self.base,
+                      title="tracemalloc report: 10 requests more")
+            # Zoom on the service's requests, and hover the biggest grower.
+            index, element = self.box_with_text("_serve(cache, 10)")
+            self.driver.click(element)
+            index, element = self.box_with_text("_make_record(index)")
+            self.driver.hover(element)
+            png = self.driver.screenshot()
+        finally:
+            self.driver.set_window_size(1280, 900)
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
         width = int.from_bytes(png[16:20], "big")
         height = int.from_bytes(png[20:24], "big")
@@ -866,6 +940,17 @@ class BrowserTests(unittest.TestCase):
         if keep:
             with open(keep, "wb") as file:
                 file.write(png)
+        self.assert_no_errors()
+
+
+def _serve_call_line():
+    """The line of work() in service_snapshots() that calls _serve(.., 10)."""
+    import inspect
+    lines, first = inspect.getsourcelines(service_snapshots)
+    for offset, line in enumerate(lines):
+        if "_serve(cache, 10)" in line:
+            return first + offset
+    raise AssertionError("line not found")
 
 
 def linecache_line(frame):

@@ -49,6 +49,11 @@ _MAX_SOURCE_LINE = 160
 _ROOT_FRAME = -1
 _OTHER_FRAME = -2
 _UNKNOWN_FRAME = ('<unknown>', 0)
+# Put above the oldest frame of a traceback that reached the traceback
+# limit: its older calls were not recorded, so its oldest frame is not where
+# the program started, and it must not be merged with tracebacks that do
+# start there.
+_LIMIT_FRAME = ('<older calls beyond the traceback limit>', 0)
 
 
 # A node of the call tree is a list, for speed (a snapshot may hold 10^5
@@ -65,12 +70,19 @@ def _traceback_totals(snapshot):
 
     *frames* is a tuple of (filename, lineno) pairs, oldest call first.
     """
+    limit = getattr(snapshot, 'traceback_limit', None)
+    if not isinstance(limit, int) or limit <= 1:
+        # With one frame per traceback, all of them are cut: saying so in
+        # every box would add nothing.
+        limit = None
     totals = []
     for stat in snapshot.statistics('traceback'):
         frames = tuple([(frame.filename, frame.lineno)
                         for frame in stat.traceback])
         if not frames:
             frames = (_UNKNOWN_FRAME,)
+        elif limit is not None and len(frames) >= limit:
+            frames = (_LIMIT_FRAME,) + frames
         totals.append((frames, stat.size, stat.count))
     return totals
 
@@ -506,11 +518,14 @@ _SCRIPT = r"""
     return path.slice(cut + 1);
   }
   function frameFile(f) { return data.files[data.frames[f][0]]; }
+  // Line 0 is not a line: "<unknown>", or the traceback limit's marker.
   function frameWhere(f) {
-    return frameFile(f) + ":" + data.frames[f][1];
+    const line = data.frames[f][1];
+    return frameFile(f) + (line ? ":" + line : "");
   }
   function frameShort(f) {
-    return basename(frameFile(f)) + ":" + data.frames[f][1];
+    const line = data.frames[f][1];
+    return line ? basename(frameFile(f)) + ":" + line : frameFile(f);
   }
   function frameSource(f) { return data.frames[f][2]; }
 
