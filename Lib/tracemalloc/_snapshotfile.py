@@ -36,6 +36,10 @@ _SNAPSHOT_VERSION = 1
 # How long a version line may be before the file is considered garbage.
 _MAX_VERSION_LINE = 64
 _PICKLE_PROTO_OPCODE = b"\x80"
+# Bounds of the compressed payload's expansion (see decode()).
+_MAX_EXPANSION = 256
+_EXPANSION_SLACK = 1 << 20
+_CHUNK_SIZE = 1 << 20
 
 
 class _SnapshotError(Exception):
@@ -225,11 +229,31 @@ def decode(cls, data):
 
     offset = _parse_header(data)
 
+    # Expand the payload a chunk at a time, refusing a decompression bomb
+    # before it is expanded: dump() compresses with zlib level 1, which
+    # never shrinks data more than about 230 times, so a payload that
+    # expands more than _MAX_EXPANSION times was not written by dump().
+    compressed = data[offset:]
+    limit = _MAX_EXPANSION * len(compressed) + _EXPANSION_SLACK
     decompressor = zlib.decompressobj()
+    chunks = []
+    size = 0
     try:
-        payload = decompressor.decompress(data[offset:])
+        while True:
+            chunk = decompressor.decompress(compressed, _CHUNK_SIZE)
+            compressed = decompressor.unconsumed_tail
+            size += len(chunk)
+            if size > limit:
+                raise _SnapshotError(
+                    f"the payload expands more than {_MAX_EXPANSION} times "
+                    f"(a decompression bomb?): refused")
+            chunks.append(chunk)
+            if decompressor.eof or not (chunk or compressed):
+                break
     except zlib.error as exc:
         raise _SnapshotError(f"corrupt payload ({exc})") from None
+    payload = b"".join(chunks)
+    del chunks
     if not decompressor.eof:
         raise _SnapshotError("the file is truncated (incomplete payload)")
     if decompressor.unused_data:
