@@ -34,6 +34,7 @@ OURS = [
     "test_python_link",
     "test.test_tracemalloc_stress",
     "test.test_tracemalloc_badinput",
+    "test.test_tracemalloc_fuzz_corpus",
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
 ]
 
