@@ -9,7 +9,8 @@ protocol, spoken here over HTTP with the standard library only.  They check
 that the page logs no error and makes no request, that the graph's boxes add
 up to the snapshot's totals, that zoom, search and table sorting work, and
 take a screenshot.  They are skipped, saying which package is missing, when
-Chromium or chromedriver is not installed.
+Chromium or chromedriver is not installed; a browser that is installed but
+does not start is an error.
 
 Set TRACEMALLOC_HTML_SCREENSHOT=path.png to keep the screenshot (the one in
 Doc/library/tracemalloc-report.png is made that way).
@@ -588,8 +589,11 @@ class BrowserTests(unittest.TestCase):
         try:
             cls.driver = WebDriver(chromedriver, chromium)
         except (OSError, WebDriverError) as exc:
+            # Installed but broken is a failure, not a skip: CI installs
+            # the browser so that these tests run.
             shutil.rmtree(cls.directory)
-            raise unittest.SkipTest(f"cannot start headless Chromium: {exc}")
+            raise RuntimeError(f"cannot start headless Chromium ({chromium}) "
+                               f"through {chromedriver}: {exc}") from None
         cls.base, cls.snapshot, cls.cache = service_snapshots()
 
     @classmethod

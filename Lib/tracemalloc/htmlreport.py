@@ -28,7 +28,6 @@ import gc
 import html
 import json
 import linecache
-import os
 
 __all__ = ['write_html']
 
@@ -400,7 +399,7 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <span id="status" role="status"></span>
 </div>
 <div id="legend" hidden></div>
-<div id="graph" role="tree"></div>
+<div id="graph"></div>
 <p class="hint">Each box is a call site; its width is the memory still
 allocated under that call path, callers above callees.  Click a box to zoom
 in, a box above it to zoom out; Escape resets.</p>
@@ -783,8 +782,9 @@ _SCRIPT = r"""
       lines.push(formatCount(data.others[i]) +
                  " call paths too small to draw, merged");
     } else {
-      lines.push(frameWhere(frameOf[i]));
-      if (frameSource(frameOf[i])) lines.push("    " + frameSource(frameOf[i]));
+      const f = frameOf[i];
+      lines.push(frameWhere(f));
+      if (frameSource(f)) lines.push("    " + frameSource(f));
     }
     let own = size[i];
     for (const c of children[i]) own -= size[c];
