@@ -622,8 +622,29 @@ class BrowserTests(unittest.TestCase):
     def assert_no_errors(self):
         entries = self.driver.browser_log()
         errors = [entry for entry in entries
-                  if entry.get("level") in ("SEVERE", "WARNING")]
+                  if entry.get("level") == "SEVERE"]
         self.assertEqual(errors, [], "the page logged errors")
+
+    def test_errors_are_seen(self):
+        # The check above can fail: a page with a script error, a
+        # console.error() and a request that its CSP blocks.
+        path = os.path.join(self.directory, "broken.html")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write("<!DOCTYPE html><html><head><meta "
+                       "http-equiv='Content-Security-Policy' "
+                       "content=\"default-src 'none'; "
+                       "script-src 'unsafe-inline'\"></head><body>"
+                       "<img src='blocked.png'>"
+                       "<script>console.error('logged error');"
+                       "no_such_function();</script></body></html>")
+        self.driver.browser_log()
+        self.driver.open("file://" + path)
+        messages = " ".join(entry["message"]
+                            for entry in self.driver.browser_log()
+                            if entry.get("level") == "SEVERE")
+        self.assertIn("logged error", messages)
+        self.assertIn("no_such_function", messages)
+        self.assertIn("blocked.png", messages)
 
     def boxes(self):
         """The drawn boxes: id, size, depth, pixel geometry, classes."""

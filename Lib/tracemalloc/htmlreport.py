@@ -359,7 +359,7 @@ def write_html(snapshot, path, *, base=None, title=None):
         path.write(document)
     else:
         with open(path, 'w', encoding='utf-8',
-                  errors='surrogateescape') as file:
+                  errors='xmlcharrefreplace') as file:
             file.write(document)
 
 
