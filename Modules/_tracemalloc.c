@@ -11,6 +11,13 @@
 #include "pycore_pymem.h"         // _Py_tracemalloc_config
 #include "pycore_tracemalloc.h"
 
+#include "clinic/_tracemalloc.c.h"
+
+/*[clinic input]
+module _tracemalloc
+[clinic start generated code]*/
+/*[clinic end generated code: output=da39a3ee5e6b4b0d input=708a98302fc46e5f]*/
+
 /* ---- building frames ---------------------------------------------------- */
 
 typedef struct {
@@ -22,11 +29,14 @@ typedef struct {
     PyObject *unknown_frames;       /* (('<unknown>', 0),) */
 } exporter;
 
+/* VIEW was pinned by the caller; the exporter takes the pin over (and
+   releases it in exporter_fini(), whatever happens here). */
 static int
-exporter_init(exporter *ex, int limit, int tables)
+exporter_init(exporter *ex, const _PyTraceMalloc_CCTView *view, int limit,
+              int tables)
 {
     memset(ex, 0, sizeof(*ex));
-    _PyTraceMalloc_CCTPin(&ex->view);
+    ex->view = *view;
     ex->limit = limit;
     ex->filenames = PyDict_New();
     if (ex->filenames == NULL) {
@@ -47,9 +57,12 @@ exporter_init(exporter *ex, int limit, int tables)
 static void
 exporter_fini(exporter *ex)
 {
-    if (ex->frame_by_node != NULL) {
-        for (uint32_t i = 0; i < ex->view.nnodes; i++) {
+    /* Either table may be missing: the second calloc can fail. */
+    for (uint32_t i = 0; i < ex->view.nnodes; i++) {
+        if (ex->frame_by_node != NULL) {
             Py_XDECREF(ex->frame_by_node[i]);
+        }
+        if (ex->traceback_by_node != NULL) {
             Py_XDECREF(ex->traceback_by_node[i]);
         }
     }
@@ -157,11 +170,12 @@ node_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
 }
 
 PyObject *
-_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_Node node)
+_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
+                            _PyTraceMalloc_Node node)
 {
     exporter ex;
     PyObject *frames = NULL;
-    if (exporter_init(&ex, _Py_tracemalloc_config.max_nframe, 0) == 0) {
+    if (exporter_init(&ex, view, _Py_tracemalloc_config.max_nframe, 0) == 0) {
         uint32_t total;
         frames = node_frames(&ex, node, &total);
     }
@@ -169,75 +183,185 @@ _PyTraceMalloc_NodeToFrames(_PyTraceMalloc_Node node)
     return frames;
 }
 
+static PyObject *
+build_traces(_PyTraceMalloc_TraceCopy *traces, size_t count,
+             const _PyTraceMalloc_CCTView *view)
+{
+    exporter ex;
+    PyObject *result = NULL;
+    if (exporter_init(&ex, view, _Py_tracemalloc_config.max_nframe, 1) < 0) {
+        goto done;
+    }
+    result = PyList_New((Py_ssize_t)count);
+    if (result == NULL) {
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint32_t total;
+        PyObject *frames = node_frames(&ex, traces[i].node, &total);
+        if (frames == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyObject *item = Py_BuildValue("(InNI)", traces[i].domain,
+                                       (Py_ssize_t)traces[i].size, frames,
+                                       total);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)i, item);
+    }
+done:
+    exporter_fini(&ex);
+    return result;
+}
+
 /* ---- module functions --------------------------------------------------- */
 
-PyDoc_STRVAR(is_tracing_doc,
-"is_tracing($module, /)\n--\n\n"
-"True if memory allocations are being traced.");
+/*[clinic input]
+_tracemalloc.is_tracing
+
+True if memory allocations are being traced.
+[clinic start generated code]*/
 
 static PyObject *
-tm_is_tracing(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_is_tracing_impl(PyObject *module)
+/*[clinic end generated code: output=2d763b42601cd3ef input=e09df762d7f3fa67]*/
 {
     return PyBool_FromLong(_Py_tracemalloc_config.tracing);
 }
 
-PyDoc_STRVAR(clear_traces_doc,
-"clear_traces($module, /)\n--\n\n"
-"Forget every trace recorded so far; tracing goes on.");
+/*[clinic input]
+_tracemalloc.clear_traces
+
+Forget every trace recorded so far; tracing goes on.
+[clinic start generated code]*/
 
 static PyObject *
-tm_clear_traces(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_clear_traces_impl(PyObject *module)
+/*[clinic end generated code: output=a86080ee41b84197 input=ce7a48d35bd3f758]*/
 {
     _PyTraceMalloc_ClearTraces();
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(start_doc,
-"start($module, nframe=1, /)\n--\n\n"
-"Start tracing memory allocations, keeping up to nframe frames of each\n"
-"allocation's traceback (1 to 65535).  Calling it while tracing only\n"
-"changes the limit.");
+/*[clinic input]
+_tracemalloc._get_traces
+
+Every trace, as (domain, size, frames, total_nframe) tuples.
+
+frames is a tuple of (filename, lineno) tuples, most recent call first,
+at most get_traceback_limit() of them.  Private: use take_snapshot().
+[clinic start generated code]*/
 
 static PyObject *
-tm_start(PyObject *module, PyObject *args)
+_tracemalloc__get_traces_impl(PyObject *module)
+/*[clinic end generated code: output=e9929876ced4b5cc input=0c6750a8f2b3b7fc]*/
 {
-    int nframe = 1;
-    if (!PyArg_ParseTuple(args, "|i:start", &nframe)) {
-        return NULL;
+    if (!_Py_tracemalloc_config.tracing) {
+        return PyList_New(0);
     }
+    _PyTraceMalloc_TraceCopy *traces;
+    size_t count;
+    _PyTraceMalloc_CCTView view;
+    /* The export's own objects are not the user's memory: this thread is
+       untraced meanwhile (other threads are still traced). */
+    _PyTraceMalloc_SuspendThread();
+    PyObject *result = NULL;
+    int res = _PyTraceMalloc_StoreCopy(&traces, &count, &view);
+    if (res == -2) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "tracemalloc: trace count mismatch; the trace "
+                        "store is inconsistent");
+    }
+    else if (res < 0) {
+        PyErr_NoMemory();
+    }
+    else {
+        result = build_traces(traces, count, &view);
+        free(traces);
+    }
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
+/*[clinic input]
+_tracemalloc._get_object_traceback
+
+    obj: object
+    /
+
+The frames tuple of where obj was allocated, or None.
+
+Private: use tracemalloc.get_object_traceback().
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__get_object_traceback(PyObject *module, PyObject *obj)
+/*[clinic end generated code: output=41ee0553a658b0aa input=6f717d8a322fca58]*/
+{
+    return _PyTraceMalloc_GetObjectTraceback(obj);
+}
+
+/*[clinic input]
+_tracemalloc.start
+
+    nframe: int = 1
+    /
+
+Start tracing memory allocations.
+
+Each traceback keeps up to nframe frames (1 to 65535).  Called while
+tracing, it only changes the limit.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc_start_impl(PyObject *module, int nframe)
+/*[clinic end generated code: output=caae05c23c159d3c input=398844fc35a4c82c]*/
+{
     if (_PyTraceMalloc_Start(nframe) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(stop_doc,
-"stop($module, /)\n--\n\n"
-"Stop tracing memory allocations and forget every trace.");
+/*[clinic input]
+_tracemalloc.stop
+
+Stop tracing memory allocations and forget every trace.
+[clinic start generated code]*/
 
 static PyObject *
-tm_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_stop_impl(PyObject *module)
+/*[clinic end generated code: output=c3c42ae03e3955cd input=390fe215bbfaf679]*/
 {
     _PyTraceMalloc_Stop();
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(get_traceback_limit_doc,
-"get_traceback_limit($module, /)\n--\n\n"
-"The most frames a trace's traceback reports.");
+/*[clinic input]
+_tracemalloc.get_traceback_limit
+
+The most frames a trace's traceback reports.
+[clinic start generated code]*/
 
 static PyObject *
-tm_get_traceback_limit(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_get_traceback_limit_impl(PyObject *module)
+/*[clinic end generated code: output=d556d9306ba95567 input=665d483d07ce346e]*/
 {
     return PyLong_FromLong(_Py_tracemalloc_config.max_nframe);
 }
 
-PyDoc_STRVAR(get_tracemalloc_memory_doc,
-"get_tracemalloc_memory($module, /)\n--\n\n"
-"Bytes of memory the tracing engine uses for its own bookkeeping.");
+/*[clinic input]
+_tracemalloc.get_tracemalloc_memory
+
+Bytes of memory the tracing engine uses for its own bookkeeping.
+[clinic start generated code]*/
 
 static PyObject *
-tm_get_tracemalloc_memory(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_get_tracemalloc_memory_impl(PyObject *module)
+/*[clinic end generated code: output=e3f14e280a55f5aa input=70bb48cdc7fea44a]*/
 {
     _PyTraceMalloc_Lock();
     size_t size = _PyTraceMalloc_StoreMemory_unlocked()
@@ -246,13 +370,18 @@ tm_get_tracemalloc_memory(PyObject *module, PyObject *Py_UNUSED(ignored))
     return PyLong_FromSize_t(size);
 }
 
-PyDoc_STRVAR(get_traced_memory_doc,
-"get_traced_memory($module, /)\n--\n\n"
-"(current, peak): bytes in traced blocks now, and the most there were\n"
-"since tracing started or reset_peak() was called.");
+/*[clinic input]
+_tracemalloc.get_traced_memory
+
+The traced size now and its peak, as a (current, peak) tuple.
+
+The peak is the most traced memory since tracing started or since
+reset_peak() was called.
+[clinic start generated code]*/
 
 static PyObject *
-tm_get_traced_memory(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_get_traced_memory_impl(PyObject *module)
+/*[clinic end generated code: output=5b167189adb9e782 input=703d8fd71e67fbd2]*/
 {
     size_t current = 0, peak = 0;
     if (_Py_tracemalloc_config.tracing) {
@@ -263,12 +392,15 @@ tm_get_traced_memory(PyObject *module, PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("nn", (Py_ssize_t)current, (Py_ssize_t)peak);
 }
 
-PyDoc_STRVAR(reset_peak_doc,
-"reset_peak($module, /)\n--\n\n"
-"Make the peak of get_traced_memory() the current traced size.");
+/*[clinic input]
+_tracemalloc.reset_peak
+
+Make the peak of get_traced_memory() the current traced size.
+[clinic start generated code]*/
 
 static PyObject *
-tm_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
+_tracemalloc_reset_peak_impl(PyObject *module)
+/*[clinic end generated code: output=140c2870f691dbb2 input=c6c437823682cc3c]*/
 {
     if (_Py_tracemalloc_config.tracing) {
         _PyTraceMalloc_Lock();
@@ -278,131 +410,17 @@ tm_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(get_traces_doc,
-"_get_traces($module, /)\n--\n\n"
-"Every trace as a (domain, size, frames, total_nframe) tuple; frames are\n"
-"(filename, lineno) tuples, most recent first.  Private: use\n"
-"tracemalloc.take_snapshot().");
-
-static PyObject *
-tm_get_traces(PyObject *module, PyObject *Py_UNUSED(ignored))
-{
-    PyObject *result = PyList_New(0);
-    if (result == NULL || !_Py_tracemalloc_config.tracing) {
-        return result;
-    }
-    _PyTraceMalloc_TraceCopy *traces;
-    size_t count;
-    int res = _PyTraceMalloc_StoreCopy(&traces, &count);
-    if (res < 0) {
-        Py_DECREF(result);
-        if (res == -2) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "tracemalloc: trace count mismatch; the trace "
-                            "store is inconsistent");
-            return NULL;
-        }
-        return PyErr_NoMemory();
-    }
-    /* Taken after the copy, with the GIL held since: every node the copy
-       names is in the view. */
-    exporter ex;
-    if (exporter_init(&ex, _Py_tracemalloc_config.max_nframe, 1) < 0) {
-        goto error;
-    }
-    Py_SETREF(result, PyList_New((Py_ssize_t)count));
-    if (result == NULL) {
-        goto error;
-    }
-    for (size_t i = 0; i < count; i++) {
-        uint32_t total;
-        PyObject *frames = node_frames(&ex, traces[i].node, &total);
-        if (frames == NULL) {
-            goto error;
-        }
-        PyObject *item = Py_BuildValue("(InNI)", traces[i].domain,
-                                       (Py_ssize_t)traces[i].size, frames,
-                                       total);
-        if (item == NULL) {
-            goto error;
-        }
-        PyList_SET_ITEM(result, (Py_ssize_t)i, item);
-    }
-    exporter_fini(&ex);
-    free(traces);
-    return result;
-
-error:
-    exporter_fini(&ex);
-    free(traces);
-    Py_XDECREF(result);
-    return NULL;
-}
-
-PyDoc_STRVAR(get_object_traceback_doc,
-"_get_object_traceback($module, obj, /)\n--\n\n"
-"The frames tuple of where obj was allocated, or None.  Private: use\n"
-"tracemalloc.get_object_traceback().");
-
-static PyObject *
-tm_get_object_traceback(PyObject *module, PyObject *obj)
-{
-    return _PyTraceMalloc_GetObjectTraceback(obj);
-}
-
-PyDoc_STRVAR(check_consistency_doc,
-"_check_consistency($module, /)\n--\n\n"
-"Walk the whole trace store: the traced size must equal the sum of the\n"
-"live traces, the count their number, and no free pymalloc block may keep\n"
-"a trace.  Returns the number of traces; raises AssertionError otherwise.\n"
-"For the fork's tests.");
-
-static PyObject *
-tm_check_consistency(PyObject *module, PyObject *Py_UNUSED(ignored))
-{
-    char why[256];
-    uint64_t ntraces = 0;
-    if (_PyTraceMalloc_StoreCheck(why, sizeof(why), &ntraces) < 0) {
-        PyErr_SetString(PyExc_AssertionError, why);
-        return NULL;
-    }
-    return PyLong_FromUnsignedLongLong(ntraces);
-}
-
-PyDoc_STRVAR(fail_bookkeeping_doc,
-"_fail_bookkeeping($module, n, /)\n--\n\n"
-"Make the next n allocations of the engine's own bookkeeping fail, to\n"
-"test out-of-memory handling.  For the fork's tests.");
-
-static PyObject *
-tm_fail_bookkeeping(PyObject *module, PyObject *arg)
-{
-    int n = _PyLong_AsInt(arg);
-    if (n == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    _PyTraceMalloc_FailBookkeeping(n);
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef module_methods[] = {
-    {"is_tracing", tm_is_tracing, METH_NOARGS, is_tracing_doc},
-    {"clear_traces", tm_clear_traces, METH_NOARGS, clear_traces_doc},
-    {"_get_object_traceback", tm_get_object_traceback, METH_O,
-     get_object_traceback_doc},
-    {"_get_traces", tm_get_traces, METH_NOARGS, get_traces_doc},
-    {"start", tm_start, METH_VARARGS, start_doc},
-    {"stop", tm_stop, METH_NOARGS, stop_doc},
-    {"get_traceback_limit", tm_get_traceback_limit, METH_NOARGS,
-     get_traceback_limit_doc},
-    {"get_tracemalloc_memory", tm_get_tracemalloc_memory, METH_NOARGS,
-     get_tracemalloc_memory_doc},
-    {"get_traced_memory", tm_get_traced_memory, METH_NOARGS,
-     get_traced_memory_doc},
-    {"reset_peak", tm_reset_peak, METH_NOARGS, reset_peak_doc},
-    {"_check_consistency", tm_check_consistency, METH_NOARGS,
-     check_consistency_doc},
-    {"_fail_bookkeeping", tm_fail_bookkeeping, METH_O, fail_bookkeeping_doc},
+    _TRACEMALLOC_IS_TRACING_METHODDEF
+    _TRACEMALLOC_CLEAR_TRACES_METHODDEF
+    _TRACEMALLOC__GET_TRACES_METHODDEF
+    _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
+    _TRACEMALLOC_START_METHODDEF
+    _TRACEMALLOC_STOP_METHODDEF
+    _TRACEMALLOC_GET_TRACEBACK_LIMIT_METHODDEF
+    _TRACEMALLOC_GET_TRACEMALLOC_MEMORY_METHODDEF
+    _TRACEMALLOC_GET_TRACED_MEMORY_METHODDEF
+    _TRACEMALLOC_RESET_PEAK_METHODDEF
     {NULL, NULL}
 };
 

@@ -48,7 +48,11 @@ static struct {
 
 /* Recently used pools: a pool found here is known to be a live pymalloc
    pool, so the radix-tree lookup and the registry check are skipped.
-   Emptied whenever a slot array is freed or an arena goes away. */
+   Emptied whenever a slot array is freed or an arena goes away.  An empty
+   entry names POOL_CACHE_EMPTY, which no POOL_ADDR() can equal (it is not
+   pool-aligned): with NULL, every address below POOL_SIZE (NULL, tiny
+   addresses passed to the C API) matched an empty entry. */
+#define POOL_CACHE_EMPTY ((poolp)(uintptr_t)1)
 #define POOL_CACHE_SIZE 64
 static struct {
     poolp pool;
@@ -64,7 +68,10 @@ pool_cache_index(poolp pool)
 static void
 pool_cache_clear(void)
 {
-    memset(tm_pool_cache, 0, sizeof(tm_pool_cache));
+    for (size_t i = 0; i < POOL_CACHE_SIZE; i++) {
+        tm_pool_cache[i].pool = POOL_CACHE_EMPTY;
+        tm_pool_cache[i].pt = NULL;
+    }
 }
 
 static size_t
@@ -193,6 +200,7 @@ _PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
     size_t ci = pool_cache_index(pool);
     pool_traces *pt = tm_pool_cache[ci].pt;
     if (tm_pool_cache[ci].pool == pool && pt->szidx == pool->szidx) {
+        assert(pt != NULL);
         return pool_traces_slot(pt, pool, p, live);
     }
     if (!arena_map_is_used((block *)p)) {

@@ -24,6 +24,29 @@
 #include "tracemalloc_store.c"
 #include "tracemalloc_cct.c"
 
+/* Allocations this thread makes that are not the user's: the engine's
+   exports (tm_get_traces() builds its list suspended, like upstream), and
+   the blocks a user allocator installed with PyMem_SetAllocator() gets for
+   itself through the public API while serving a traced call (upstream's
+   re-entrancy guard: the caller's block is traced, not the pieces it is
+   made of).  Per thread: other threads' allocations are still traced.
+   C11's _Thread_local: 3.11 has no thread-local helper of its own (its
+   Py_tss_t API is a function call and a lookup). */
+static _Thread_local int tm_untraced_depth;
+
+void
+_PyTraceMalloc_SuspendThread(void)
+{
+    tm_untraced_depth++;
+}
+
+void
+_PyTraceMalloc_ResumeThread(void)
+{
+    assert(tm_untraced_depth > 0);
+    tm_untraced_depth--;
+}
+
 /* Enter the engine from a hook.  GIL_HELD is 1 for the mem and obj
    domains, which the C API requires to hold the GIL; for the raw domain and
    the tracking API it is 0 and the engine finds out.  Returns the side to
@@ -38,8 +61,20 @@ engine_enter(int gil_held, PyThreadState **tstate)
         _PyTraceMalloc_Lock();
         return 1;
     }
-    *tstate = PyGILState_GetThisThreadState();
     _PyTraceMalloc_LockNoGIL();
+    /* Read under the lock: once the runtime is finalizing, the thread
+       states of daemon threads are freed (_PyThreadState_DeleteExcept()),
+       and a daemon thread allocating without the GIL (zlib, bz2, lzma) must
+       not read its own.  The finalizing thread stores the flag before it
+       frees them, and each free passes through the engine lock, so a
+       thread inside the lock either sees the flag or still has a live
+       thread state.  Such allocations get the empty traceback. */
+    if (_PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL) {
+        *tstate = NULL;
+    }
+    else {
+        *tstate = PyGILState_GetThisThreadState();
+    }
     return 0;
 }
 
@@ -82,6 +117,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
     /* Checked again inside: stop() may have run since the caller looked at
        the flag, and a trace added now would outlive the tables. */
     if (_Py_tracemalloc_config.tracing) {
+        cct_maybe_compact();
         _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(tstate);
         if (node == UINT32_MAX) {
             res = -1;
@@ -95,33 +131,64 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
     return res;
 }
 
-void *
-_PyTraceMalloc_OnAlloc(void *ptr, size_t size, int gil_held,
-                       PyMemAllocatorEx *alloc)
+/* ---- hooks ------------------------------------------------------------ */
+
+/* The traced variants of the allocator API (Objects/obmalloc.c calls them
+   only while tracing).  Each calls the allocator with this thread marked
+   untraced, so that a user allocator built on the public API gets its own
+   blocks untraced, then records the caller's block. */
+
+/* After a successful allocation: trace PTR, or free it and fail (as
+   upstream, a block that cannot be traced is not handed out). */
+static void *
+traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
-    if (trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held) < 0) {
-        /* As upstream: a block that cannot be traced is not handed out. */
+    if (ptr != NULL && tm_untraced_depth == 0
+        && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size,
+                     gil_held) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
     return ptr;
 }
 
-void
-_PyTraceMalloc_OnFree(void *ptr, int gil_held)
+void *
+_PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
-    if (ptr == NULL) {
-        return;
+    tm_untraced_depth++;
+    void *ptr = alloc->malloc(alloc->ctx, size);
+    tm_untraced_depth--;
+    return traced_result(alloc, ptr, size, gil_held);
+}
+
+void *
+_PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
+                      int gil_held)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
+    tm_untraced_depth--;
+    return traced_result(alloc, ptr, nelem * elsize, gil_held);
+}
+
+/* Forget PTR's trace, then free it: before the free, while its pool header
+   is still readable and before another thread can get the address. */
+void
+_PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
+{
+    if (ptr != NULL) {
+        PyThreadState *tstate;
+        _PyTraceMalloc_Node node;
+        size_t size;
+        int side = engine_enter(gil_held, &tstate);
+        if (_PyTraceMalloc_StoreRemove_unlocked(
+                _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node,
+                &size)) {
+            remember_removed(ptr, node);
+        }
+        engine_leave(side);
     }
-    PyThreadState *tstate;
-    _PyTraceMalloc_Node node;
-    int side = engine_enter(gil_held, &tstate);
-    size_t size;
-    if (_PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                            (uintptr_t)ptr, &node, &size)) {
-        remember_removed(ptr, node);
-    }
-    engine_leave(side);
+    alloc->free(alloc->ctx, ptr);
 }
 
 void *
@@ -129,8 +196,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
                        int gil_held)
 {
     if (ptr == NULL) {
-        return _PyTraceMalloc_Traced(alloc->malloc(alloc->ctx, size), size,
-                                     alloc, gil_held);
+        return _PyTraceMalloc_Malloc(alloc, size, gil_held);
     }
     /* Take the old trace out first: once realloc() has moved the block,
        its old pool may be gone, and another thread may get its address. */
@@ -146,14 +212,16 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     }
     engine_leave(side);
 
+    tm_untraced_depth++;
     void *ptr2 = alloc->realloc(alloc->ctx, ptr, size);
+    tm_untraced_depth--;
     if (ptr2 == NULL) {
         if (had_trace) {
             /* The old block lives on: put its trace back.  This reuses
                the room just freed, so it cannot fail for lack of memory. */
             side = engine_enter(gil_held, &tstate);
-            /* Not if clear_traces() or stop() ran meanwhile: the trace
-               was cleared, and its node named another tree. */
+            /* Not if clear_traces(), stop() or a compaction ran meanwhile:
+               the trace was cleared, or its node id means another path. */
             if (_Py_tracemalloc_config.tracing
                 && generation == _PyTraceMalloc_cct_generation) {
                 (void)_PyTraceMalloc_StoreAdd_unlocked(
@@ -168,7 +236,9 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
        the bookkeeping fails now the block cannot be given back (realloc()
        may have shrunk it in place), so it stays untraced: the totals stay
        exact, one trace is missing. */
-    (void)trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size, gil_held);
+    if (tm_untraced_depth == 0) {
+        (void)trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size, gil_held);
+    }
     return ptr2;
 }
 
@@ -193,6 +263,18 @@ _PyTraceMalloc_NewReference(PyObject *op)
     uintptr_t ptr = object_block(op);
     int found = 0;
     _PyTraceMalloc_Lock();
+    if (tm_untraced_depth > 0) {
+        /* Reused by the engine's own export: the block is the tracer's
+           now, not the user's (upstream would trace it at the line that
+           called the export). */
+        _PyTraceMalloc_Node node;
+        size_t size;
+        (void)_PyTraceMalloc_StoreRemove_unlocked(
+            _PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node, &size);
+        _PyTraceMalloc_Unlock();
+        return -1;
+    }
+    cct_maybe_compact();
     /* Objects allocated before tracing started have no trace: find the
        trace first, and compute the traceback only for traced objects. */
     uint32_t *ref = _PyTraceMalloc_StoreNodeRef_unlocked(
@@ -221,6 +303,13 @@ engine_clear_unlocked(void)
 int
 _PyTraceMalloc_Start(int max_nframe)
 {
+    if (_Py_tracemalloc_config.initialized == TRACEMALLOC_FINALIZED) {
+        /* A late __del__ must not restart tracing that nothing would stop
+           (upstream's message). */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the tracemalloc module has been unloaded");
+        return -1;
+    }
     if (max_nframe < 1 || (unsigned long)max_nframe > UINT16_MAX) {
         PyErr_Format(PyExc_ValueError,
                      "the number of frames must be in range [1; %lu]",
@@ -332,13 +421,18 @@ _PyTraceMalloc_GetTraceback(unsigned int domain, uintptr_t ptr)
     }
     _PyTraceMalloc_Node node;
     size_t size;
+    _PyTraceMalloc_CCTView view;
     _PyTraceMalloc_Lock();
     int found = _PyTraceMalloc_StoreGet_unlocked(domain, ptr, &node, &size);
+    if (found) {
+        _PyTraceMalloc_CCTPin_unlocked(&view);
+    }
     _PyTraceMalloc_Unlock();
     if (!found) {
         Py_RETURN_NONE;
     }
-    return _PyTraceMalloc_NodeToFrames(node);
+    /* Takes over the pin. */
+    return _PyTraceMalloc_NodeToFrames(&view, node);
 }
 
 PyObject *

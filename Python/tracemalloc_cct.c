@@ -21,8 +21,20 @@
  * without the GIL.
  *
  * Node storage never moves (chunks of doubling size), so a node, once
- * published under the lock, can be read without it.  Everything else here is
- * protected by the engine lock.
+ * published under the lock, can be read without it by an exporter that has
+ * pinned the tree.  Everything else here is protected by the engine lock.
+ *
+ * Bounded by live data: a path seen once and gone must not cost memory
+ * forever.  When the tree has grown past `compact_at`, the next traced
+ * allocation compacts it (cct_compact()): the nodes that no live trace names,
+ * directly or as an ancestor, are dropped, the survivors are renumbered in
+ * place (a parent always has a smaller id than its children, so the order is
+ * kept and moving down never overwrites a node not yet moved), every trace
+ * is rewritten, and the generation changes so that no frame cache keeps an
+ * old id.  `compact_at` is then set so that the work of a compaction is paid
+ * for by as many new nodes as it kept or as a quarter of the live traces:
+ * amortised O(1) per node, and at most about twice the live tree plus a
+ * quarter of a node per trace.
  */
 
 #include "Python.h"
@@ -37,6 +49,7 @@ typedef struct cct_string {
     Py_hash_t hash;
     Py_ssize_t length;
     int kind;                   /* PyUnicode kind: 1, 2 or 4 */
+    int marked;                 /* named by a live node (compaction) */
     char data[];
 } cct_string;
 
@@ -64,10 +77,17 @@ typedef struct {
     _PyTraceMalloc_Node parent;
     int lasti;
     _PyTraceMalloc_Node node;
-    uint32_t epoch;
+    uint32_t epoch;             /* code_epochs[] of its code when filled */
 } cct_cache_entry;
 
 #define CACHE_BITS 13
+/* A code object's death invalidates only the cache entries of the codes
+   that share its slot here (1 in 1024), not the whole cache: code made and
+   dropped in a loop (exec, namedtuple, dataclasses) leaves the cache of
+   everything else warm. */
+#define CODE_EPOCH_BITS 10
+/* Below this many nodes the tree is never compacted (24 KiB of nodes). */
+#define COMPACT_MIN 1024
 
 uint32_t _PyTraceMalloc_cct_generation = 1;
 
@@ -75,18 +95,28 @@ static struct {
     /* Protected by the engine lock */
     cct_storage storage;
     uint32_t nnodes;            /* node ids in use: 1..nnodes-1 */
+    uint32_t compact_at;        /* compact when nnodes reaches this */
     uint32_t *node_index;       /* open addressing over node ids */
-    uint32_t node_index_mask;
+    size_t node_index_mask;
     cct_string **string_index;  /* open addressing over strings */
     size_t string_index_mask;
     size_t nstrings;
     cct_cache_entry *cache;
-    uint32_t epoch;             /* bumped when a code object dies */
+    uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
     size_t memory;
-    /* Protected by the GIL */
-    int pins;
-    cct_storage *graveyard;
+    int pins;                   /* exporters reading nodes without the lock */
+    cct_storage *graveyard;     /* storage to free when pins drops to 0 */
+    /* Statistics, for the tests and benchmarks */
+    uint64_t cache_misses;
+    uint64_t compactions;
 } cct;
+
+static inline size_t
+code_epoch_slot(const PyCodeObject *code)
+{
+    uint64_t x = (uint64_t)(uintptr_t)code * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(x >> (64 - CODE_EPOCH_BITS));
+}
 
 static inline cct_node *
 node_in(cct_node *const *chunks, _PyTraceMalloc_Node id)
@@ -134,9 +164,8 @@ string_hash(const void *data, Py_ssize_t nbytes)
 }
 
 static int
-string_index_grow(void)
+string_index_rebuild(size_t cap)
 {
-    size_t cap = cct.string_index ? (cct.string_index_mask + 1) * 2 : 64;
     cct_string **index = _PyTraceMalloc_RawAlloc(cap * sizeof(*index), 1);
     if (index == NULL) {
         return -1;
@@ -156,6 +185,13 @@ string_index_grow(void)
     cct.string_index = index;
     cct.string_index_mask = cap - 1;
     return 0;
+}
+
+static int
+string_index_grow(void)
+{
+    return string_index_rebuild(
+        cct.string_index ? (cct.string_index_mask + 1) * 2 : 64);
 }
 
 /* The interned copy of FILENAME; NULL with *nomem set on failure, NULL
@@ -221,16 +257,20 @@ node_hash(_PyTraceMalloc_Node parent, const cct_string *filename, int lineno)
     return (uint32_t)(x >> 32) ^ (uint32_t)x;
 }
 
+/* Rebuild the node index with CAP entries (a power of 2).  The capacity is
+   a size_t: with 2**31 nodes or more, a 32-bit doubling would wrap to 0. */
 static int
-node_index_grow(void)
+node_index_rebuild(size_t cap)
 {
-    uint32_t cap = cct.node_index ? (cct.node_index_mask + 1) * 2 : 1024;
+    if (cap > SIZE_MAX / sizeof(uint32_t)) {
+        return -1;
+    }
     uint32_t *index = _PyTraceMalloc_RawAlloc(cap * sizeof(*index), 1);
     if (index == NULL) {
         return -1;
     }
     for (uint32_t id = 1; id < cct.nnodes; id++) {
-        uint32_t i = node_at(id)->hash & (cap - 1);
+        size_t i = node_at(id)->hash & (cap - 1);
         while (index[i] != 0) {
             i = (i + 1) & (cap - 1);
         }
@@ -246,6 +286,13 @@ node_index_grow(void)
     return 0;
 }
 
+static int
+node_index_grow(void)
+{
+    return node_index_rebuild(
+        cct.node_index ? (cct.node_index_mask + 1) * 2 : 1024);
+}
+
 /* The node (parent, filename, lineno), created if needed; 0 with *nomem
    set on failure. */
 static _PyTraceMalloc_Node
@@ -254,7 +301,7 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
 {
     uint32_t hash = node_hash(parent, filename, lineno);
     if (cct.node_index != NULL) {
-        uint32_t i = hash & cct.node_index_mask;
+        size_t i = hash & cct.node_index_mask;
         for (uint32_t id; (id = cct.node_index[i]) != 0;
              i = (i + 1) & cct.node_index_mask) {
             cct_node *n = node_at(id);
@@ -269,7 +316,7 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
         return 0;
     }
     if (cct.node_index == NULL
-        || (cct.nnodes + 1) * 2 > cct.node_index_mask + 1) {
+        || ((size_t)cct.nnodes + 1) * 2 > cct.node_index_mask + 1) {
         if (node_index_grow() < 0) {
             *nomem = 1;
             return 0;
@@ -287,7 +334,7 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
     n->hash = hash;
     n->filename = filename;
     cct.nnodes++;
-    uint32_t i = hash & cct.node_index_mask;
+    size_t i = hash & cct.node_index_mask;
     while (cct.node_index[i] != 0) {
         i = (i + 1) & cct.node_index_mask;
     }
@@ -302,6 +349,7 @@ Py_NO_INLINE static _PyTraceMalloc_Node
 frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
                 PyCodeObject *code, int lasti, int *nomem)
 {
+    cct.cache_misses++;
     int lineno = PyCode_Addr2Line(code, lasti * (int)sizeof(_Py_CODEUNIT));
     if (lineno < 0) {
         lineno = 0;
@@ -318,12 +366,13 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     e->parent = parent;
     e->lasti = lasti;
     e->node = node;
-    e->epoch = cct.epoch;
+    e->epoch = cct.code_epochs[code_epoch_slot(code)];
     return node;
 }
 
 /* Hot path: the node of FRAME at its current instruction, its caller's
-   node being PARENT.  Cost: a hash and one compare on a hit. */
+   node being PARENT.  Cost: a hash, one compare and the load of the code's
+   epoch on a hit. */
 static inline _PyTraceMalloc_Node
 frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
            int *nomem)
@@ -335,7 +384,7 @@ frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
     x *= UINT64_C(0x9E3779B97F4A7C15);
     cct_cache_entry *e = &cct.cache[x >> (64 - CACHE_BITS)];
     if (e->code == code && e->parent == parent && e->lasti == lasti
-        && e->epoch == cct.epoch) {
+        && e->epoch == cct.code_epochs[code_epoch_slot(code)]) {
         return e->node;
     }
     return frame_node_miss(e, parent, code, lasti, nomem);
@@ -426,10 +475,227 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
 void
 _PyTraceMalloc_CodeFreed(void *code)
 {
-    (void)code;
     _PyTraceMalloc_Lock();
-    cct.epoch++;
+    cct.code_epochs[code_epoch_slot(code)]++;
     _PyTraceMalloc_Unlock();
+}
+
+/* ---- compaction --------------------------------------------------------- */
+
+static size_t
+chunk_first_id(int k)
+{
+    return ((size_t)1 << (CHUNK0_BITS + k)) - ((size_t)1 << CHUNK0_BITS);
+}
+
+/* cct.memory from scratch (after a compaction freed parts of everything). */
+static void
+cct_recount_memory(void)
+{
+    size_t memory = 0;
+    for (int k = 0; k < NCHUNKS; k++) {
+        if (cct.storage.chunks[k] != NULL) {
+            memory += ((size_t)1 << (CHUNK0_BITS + k)) * sizeof(cct_node);
+        }
+    }
+    for (cct_string *s = cct.storage.strings; s != NULL; s = s->next) {
+        memory += sizeof(cct_string) + (size_t)s->length * s->kind;
+    }
+    if (cct.node_index != NULL) {
+        memory += (cct.node_index_mask + 1) * sizeof(uint32_t);
+    }
+    if (cct.string_index != NULL) {
+        memory += (cct.string_index_mask + 1) * sizeof(cct_string *);
+    }
+    if (cct.cache != NULL) {
+        memory += sizeof(cct_cache_entry) << CACHE_BITS;
+    }
+    cct.memory = memory;
+}
+
+static void
+string_index_rehash_in_place(void)
+{
+    if (cct.string_index == NULL) {
+        return;
+    }
+    size_t cap = cct.string_index_mask + 1;
+    memset(cct.string_index, 0, cap * sizeof(*cct.string_index));
+    for (cct_string *s = cct.storage.strings; s != NULL; s = s->next) {
+        size_t i = (size_t)s->hash & (cap - 1);
+        while (cct.string_index[i] != NULL) {
+            i = (i + 1) & (cap - 1);
+        }
+        cct.string_index[i] = s;
+    }
+}
+
+static void
+node_index_rehash_in_place(void)
+{
+    if (cct.node_index == NULL) {
+        return;
+    }
+    size_t cap = cct.node_index_mask + 1;
+    memset(cct.node_index, 0, cap * sizeof(*cct.node_index));
+    for (uint32_t id = 1; id < cct.nnodes; id++) {
+        size_t i = node_at(id)->hash & (cap - 1);
+        while (cct.node_index[i] != 0) {
+            i = (i + 1) & (cap - 1);
+        }
+        cct.node_index[i] = id;
+    }
+}
+
+typedef struct {
+    uint32_t *remap;        /* old id -> new id; during marking, 1 = live */
+    uint32_t nnodes;
+    size_t ntraces;
+    int corrupt;
+} compact_state;
+
+static void
+compact_mark(uint32_t *ref, void *arg)
+{
+    compact_state *st = arg;
+    st->ntraces++;
+    _PyTraceMalloc_Node id = *ref;
+    if (id == UINT32_MAX) {
+        return;             /* the empty traceback */
+    }
+    while (id != 0 && st->remap[id] == 0) {
+        if (id >= st->nnodes) {
+            st->corrupt = 1;
+            return;
+        }
+        st->remap[id] = 1;
+        id = node_at(id)->parent;
+    }
+}
+
+static void
+compact_rewrite(uint32_t *ref, void *arg)
+{
+    compact_state *st = arg;
+    if (*ref != UINT32_MAX) {
+        *ref = st->remap[*ref];
+    }
+}
+
+static void
+cct_schedule_compaction(uint32_t live_nodes, size_t ntraces)
+{
+    uint64_t room = Py_MAX((uint64_t)live_nodes, (uint64_t)ntraces / 4);
+    room = Py_MAX(room, (uint64_t)COMPACT_MIN);
+    uint64_t at = (uint64_t)live_nodes + room;
+    cct.compact_at = at < NODE_LIMIT ? (uint32_t)at : NODE_LIMIT;
+}
+
+/* Drop every node that no live trace names; see the comment at the top of
+   the file.  Never fails: without memory for its work array, it tries again
+   later.  Not while an exporter reads nodes without the lock. */
+Py_NO_INLINE static void
+cct_compact(void)
+{
+    uint32_t n = cct.nnodes;
+    if (cct.pins > 0) {
+        cct.compact_at = n < NODE_LIMIT - COMPACT_MIN ? n + COMPACT_MIN
+                                                      : NODE_LIMIT;
+        return;
+    }
+    compact_state st = {NULL, n, 0, 0};
+    st.remap = _PyTraceMalloc_RawAlloc((size_t)n * sizeof(uint32_t), 1);
+    if (st.remap == NULL) {
+        cct_schedule_compaction(n, 0);
+        return;
+    }
+    _PyTraceMalloc_StoreForEachNode_unlocked(compact_mark, &st);
+    if (st.corrupt) {
+        /* A trace names a node that does not exist: leave everything as it
+           is (_check_consistency() reports it). */
+        free(st.remap);
+        cct_schedule_compaction(n, st.ntraces);
+        return;
+    }
+    /* Renumber in place, in id order: a parent (smaller id) is always
+       moved before its children, and a node only moves down. */
+    uint32_t next = 1;
+    for (uint32_t id = 1; id < n; id++) {
+        if (st.remap[id] == 0) {
+            continue;
+        }
+        cct_node node = *node_at(id);
+        node.parent = st.remap[node.parent];
+        node.hash = node_hash(node.parent, node.filename, node.lineno);
+        if (node.filename != NULL) {
+            ((cct_string *)node.filename)->marked = 1;
+        }
+        st.remap[id] = next;
+        *node_at(next) = node;
+        next++;
+    }
+    _PyTraceMalloc_StoreForEachNode_unlocked(compact_rewrite, &st);
+    free(st.remap);
+    cct.nnodes = next;
+    cct.compactions++;
+
+    /* Give back the chunks that no node uses any more. */
+    for (int k = 1; k < NCHUNKS; k++) {
+        if (cct.storage.chunks[k] != NULL && chunk_first_id(k) >= next) {
+            free(cct.storage.chunks[k]);
+            cct.storage.chunks[k] = NULL;
+        }
+    }
+    /* And the filenames no node names. */
+    cct_string **link = &cct.storage.strings;
+    cct.nstrings = 0;
+    while (*link != NULL) {
+        cct_string *s = *link;
+        if (s->marked) {
+            s->marked = 0;
+            cct.nstrings++;
+            link = &s->next;
+        }
+        else {
+            *link = s->next;
+            free(s);
+        }
+    }
+    /* Smaller indexes.  If that fails for want of memory the old, larger
+       ones are rebuilt in place instead (their memory is already ours). */
+    size_t string_cap = 64;
+    while (string_cap < cct.nstrings * 2 + 2) {
+        string_cap *= 2;
+    }
+    if (string_index_rebuild(string_cap) < 0) {
+        string_index_rehash_in_place();
+    }
+    size_t node_cap = 1024;
+    while (node_cap < (size_t)next * 2 + 2) {
+        node_cap *= 2;
+    }
+    if (node_index_rebuild(node_cap) < 0) {
+        node_index_rehash_in_place();
+    }
+    /* Ids changed: the (parent, code, offset) cache and every frame's
+       cached parent are stale. */
+    memset(cct.cache, 0, sizeof(cct_cache_entry) << CACHE_BITS);
+    _PyTraceMalloc_cct_generation++;
+    if (_PyTraceMalloc_cct_generation == 0) {
+        _PyTraceMalloc_cct_generation = 1;
+    }
+    cct_recount_memory();
+    cct_schedule_compaction(next, st.ntraces);
+}
+
+/* Called before computing a traceback, at a point where no node id is held
+   outside the store. */
+static inline void
+cct_maybe_compact(void)
+{
+    if (cct.nnodes >= cct.compact_at) {
+        cct_compact();
+    }
 }
 
 /* ---- lifecycle and export ----------------------------------------------- */
@@ -474,6 +740,7 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     cct.string_index_mask = 0;
     cct.nstrings = 0;
     cct.nnodes = 1;             /* 0 is the empty traceback */
+    cct_schedule_compaction(1, 0);
     cct.memory = 0;
     if (cct.cache != NULL) {
         /* Kept, emptied: clear_traces() cannot fail for want of memory,
@@ -501,6 +768,7 @@ _PyTraceMalloc_CCTStart_unlocked(void)
         cct.memory += size;
     }
     cct.nnodes = 1;
+    cct_schedule_compaction(1, 0);
     return 0;
 }
 
@@ -559,27 +827,42 @@ _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view)
     view->nnodes = cct.nnodes;
 }
 
+/* Keep node storage readable, and ids stable, until the matching unpin:
+   no compaction runs meanwhile, and a reset hands the storage to the
+   graveyard instead of freeing it. */
 void
-_PyTraceMalloc_CCTPin(_PyTraceMalloc_CCTView *view)
+_PyTraceMalloc_CCTPin_unlocked(_PyTraceMalloc_CCTView *view)
 {
-    _PyTraceMalloc_Lock();
     _PyTraceMalloc_CCTView_unlocked(view);
-    _PyTraceMalloc_Unlock();
     cct.pins++;
 }
 
 void
 _PyTraceMalloc_CCTUnpin(void)
 {
+    _PyTraceMalloc_Lock();
     assert(cct.pins > 0);
+    cct_storage *dead = NULL;
     if (--cct.pins == 0) {
-        cct_storage *dead = cct.graveyard;
+        dead = cct.graveyard;
         cct.graveyard = NULL;
-        while (dead != NULL) {
-            cct_storage *next = dead->next_dead;
-            storage_free(dead);
-            free(dead);
-            dead = next;
-        }
     }
+    _PyTraceMalloc_Unlock();
+    while (dead != NULL) {
+        cct_storage *next = dead->next_dead;
+        storage_free(dead);
+        free(dead);
+        dead = next;
+    }
+}
+
+void
+_PyTraceMalloc_CCTStats(uint32_t *nnodes, uint64_t *cache_misses,
+                        uint64_t *compactions)
+{
+    _PyTraceMalloc_Lock();
+    *nnodes = cct.nnodes;
+    *cache_misses = cct.cache_misses;
+    *compactions = cct.compactions;
+    _PyTraceMalloc_Unlock();
 }

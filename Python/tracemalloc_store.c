@@ -39,8 +39,18 @@ atomic_int _PyTraceMalloc_gil_busy;
 atomic_int _PyTraceMalloc_foreign;
 int _PyTraceMalloc_asymmetric;
 static atomic_flag tm_foreign_lock = ATOMIC_FLAG_INIT;
+/* Raised by a GIL holder that found `foreign` up: the next caller without
+   the GIL waits until it has been in, so that a steady stream of such
+   callers (thread pools compressing, PyTraceMalloc_Track() from worker
+   threads) cannot starve the interpreter.  The GIL side waits for at most
+   one critical section of the other side. */
+static atomic_int tm_gil_waiting;
 
-#if defined(__linux__)
+/* PY_TRACEMALLOC_NO_MEMBARRIER builds both sides with real fences: for
+   ThreadSanitizer, which cannot see the barrier that membarrier(2) puts on
+   other threads, and would report the asymmetric protocol as a race. */
+#if defined(__linux__) && !defined(PY_TRACEMALLOC_NO_MEMBARRIER)
+#  include <sys/mman.h>
 #  include <sys/syscall.h>
 #  ifdef __NR_membarrier
 #    define TM_HAVE_MEMBARRIER 1
@@ -49,6 +59,8 @@ static atomic_flag tm_foreign_lock = ATOMIC_FLAG_INIT;
 #    define TM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
 #  endif
 #endif
+
+static int tm_fail_barriers;    /* tests: barriers left to fail */
 
 static void
 tm_setup_barrier(void)
@@ -61,31 +73,118 @@ tm_setup_barrier(void)
 #endif
 }
 
+#ifdef TM_HAVE_MEMBARRIER
+/* The fallback when membarrier(2) fails (the kernel documents ENOMEM):
+   changing the protection of a page that this thread has written forces
+   the kernel to shoot down that page's TLB entries on every CPU that runs
+   a thread of the process, with an interrupt that serialises each of
+   them: the same process-wide barrier, dearer.  (.NET's
+   FlushProcessWriteBuffers() uses this on systems without membarrier.)
+   Returns -1 if even that is not possible. */
+static int
+tm_page_barrier(void)
+{
+    static char *page;
+    long size = sysconf(_SC_PAGESIZE);
+    if (page == NULL) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            return -1;
+        }
+        page = p;
+    }
+    if (mprotect(page, size, PROT_READ | PROT_WRITE) != 0) {
+        return -1;
+    }
+    /* Dirty the page so that it is mapped, and its TLB entry present. */
+    *(volatile char *)page += 1;
+    if (mprotect(page, size, PROT_NONE) != 0) {
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+/* Put a full barrier on every thread of the process (the GIL side fences
+   with a compiler barrier only).  Called with tm_foreign_lock held. */
 static void
 tm_heavy_barrier(void)
 {
 #ifdef TM_HAVE_MEMBARRIER
     if (_PyTraceMalloc_asymmetric) {
-        if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                    0, 0) == 0) {
+        int failed = 1;
+        if (tm_fail_barriers > 0) {
+            tm_fail_barriers--;
+        }
+        else if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                         0, 0) == 0) {
+            failed = 0;
+        }
+        if (!failed) {
             return;
         }
-        /* Cannot happen once registered; never leave the GIL side
-           unfenced, though. */
-        abort();
+        /* From now on the GIL side uses real fences.  A GIL holder that
+           entered with a compiler barrier before it sees this needs the
+           process-wide barrier once more. */
+        _PyTraceMalloc_asymmetric = 0;
+        atomic_thread_fence(memory_order_seq_cst);
+        if (tm_page_barrier() == 0) {
+            return;
+        }
+        /* No barrier at all: the GIL side might be inside without us
+           seeing it.  It takes the GIL side a handful of instructions to
+           leave or to see `foreign`; a GIL holder inside the engine never
+           blocks.  Yielding a few times lets it leave, and from its next
+           entry on it fences for real. */
+        for (int i = 0; i < 64; i++) {
+            sched_yield();
+        }
     }
 #endif
     atomic_thread_fence(memory_order_seq_cst);
 }
 
+int
+_PyTraceMalloc_FailBarrier(int n)
+{
+    while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
+                                             memory_order_acquire)) {
+        sched_yield();
+    }
+    tm_fail_barriers = n;
+    atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
+#ifdef TM_HAVE_MEMBARRIER
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Slow path of _PyTraceMalloc_Lock(): `foreign` was up.  Wait for it to
+   drop, with tm_gil_waiting raised so that no new caller without the GIL
+   gets in first, then enter with a real fence. */
 void
 _PyTraceMalloc_WaitForeign(void)
 {
     atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0, memory_order_release);
-    while (atomic_load_explicit(&_PyTraceMalloc_foreign,
-                                memory_order_acquire)) {
-        sched_yield();
+    atomic_store(&tm_gil_waiting, 1);
+    for (;;) {
+        while (atomic_load_explicit(&_PyTraceMalloc_foreign,
+                                    memory_order_acquire)) {
+            sched_yield();
+        }
+        atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1,
+                              memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (!atomic_load_explicit(&_PyTraceMalloc_foreign,
+                                  memory_order_acquire)) {
+            break;
+        }
+        atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0,
+                              memory_order_release);
     }
+    atomic_store(&tm_gil_waiting, 0);
 }
 
 void
@@ -93,6 +192,10 @@ _PyTraceMalloc_LockNoGIL(void)
 {
     while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
                                              memory_order_acquire)) {
+        sched_yield();
+    }
+    /* Let a waiting GIL holder in first (bounded: it leaves at once). */
+    while (atomic_load(&tm_gil_waiting)) {
         sched_yield();
     }
     atomic_store_explicit(&_PyTraceMalloc_foreign, 1, memory_order_relaxed);
@@ -142,6 +245,7 @@ tm_atfork_child(void)
 {
     atomic_store(&_PyTraceMalloc_foreign, 0);
     atomic_store(&_PyTraceMalloc_gil_busy, 0);
+    atomic_store(&tm_gil_waiting, 0);
     atomic_flag_clear(&tm_foreign_lock);
     /* membarrier registration is per process: register the child too. */
     _PyTraceMalloc_asymmetric = 0;
@@ -457,6 +561,34 @@ _PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr)
     return e != NULL ? &e->node : NULL;
 }
 
+typedef struct {
+    void (*visit)(uint32_t *node, void *arg);
+    void *arg;
+} node_visit_state;
+
+static int
+visit_slot_node(_PyTraceMalloc_Slot *slot, void *arg)
+{
+    node_visit_state *st = arg;
+    st->visit(&slot->node, st->arg);
+    return 0;
+}
+
+void
+_PyTraceMalloc_StoreForEachNode_unlocked(
+    void (*visit)(uint32_t *node, void *arg), void *arg)
+{
+    node_visit_state st = {visit, arg};
+    (void)_PyTraceMalloc_PoolSlotsForEach(visit_slot_node, &st);
+    if (tm_store.entries != NULL) {
+        for (size_t i = 0; i <= tm_store.mask; i++) {
+            if (tm_store.entries[i].ptr != 0) {
+                visit(&tm_store.entries[i].node, arg);
+            }
+        }
+    }
+}
+
 void
 _PyTraceMalloc_StoreTotals_unlocked(size_t *current, size_t *peak)
 {
@@ -487,7 +619,7 @@ typedef struct {
 } copy_state;
 
 static int
-copy_slot(const _PyTraceMalloc_Slot *slot, void *arg)
+copy_slot(_PyTraceMalloc_Slot *slot, void *arg)
 {
     copy_state *st = arg;
     if (st->n == st->cap) {
@@ -501,7 +633,8 @@ copy_slot(const _PyTraceMalloc_Slot *slot, void *arg)
 }
 
 int
-_PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count)
+_PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
+                         _PyTraceMalloc_CCTView *view)
 {
     _PyTraceMalloc_Lock();
     copy_state st = {NULL, 0, tm_store.ntraces};
@@ -511,6 +644,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count)
         _PyTraceMalloc_Unlock();
         return -1;
     }
+    _PyTraceMalloc_CCTPin_unlocked(view);
     int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot, &st);
     if (res == 0 && tm_store.entries != NULL) {
         for (size_t i = 0; i <= tm_store.mask; i++) {
@@ -530,6 +664,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count)
     }
     _PyTraceMalloc_Unlock();
     if (res != 0 || st.n != st.cap) {
+        _PyTraceMalloc_CCTUnpin();
         free(st.out);
         return -2;
     }

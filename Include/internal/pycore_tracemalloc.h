@@ -45,33 +45,36 @@ typedef struct {
 } _PyTraceMalloc_Slot;
 
 /* ---- hooks: Objects/obmalloc.c ----------------------------------------- */
-/* Record a new block.  On bookkeeping failure the block is freed with
-   ALLOC->free and NULL returned, so the caller sees an allocation failure,
+/* The traced variants of the allocator API entry points.  obmalloc.c calls
+   them only while tracing (_Py_tracemalloc_config.tracing), and otherwise
+   tail-calls the allocator exactly as pristine 3.11 does, so that tracing
+   off costs one predictable branch.  Each calls ALLOC and records the
+   caller's block.  When the bookkeeping cannot get memory, a new block is
+   freed again and NULL returned, so the caller sees an allocation failure,
    as with upstream.  GIL_HELD is 0 for the raw domain, which may be called
    without the GIL: the traceback is then read from this thread's own
    frames, which no other thread can change. */
-PyAPI_FUNC(void *) _PyTraceMalloc_OnAlloc(void *ptr, size_t size,
-                                          int gil_held,
-                                          PyMemAllocatorEx *alloc);
-/* Forget a block that is about to be freed (before the free, while its
-   pool header is still readable). */
-PyAPI_FUNC(void) _PyTraceMalloc_OnFree(void *ptr, int gil_held);
-/* realloc() through ALLOC with the trace moved to the new block. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define _PyTraceMalloc_TRACING() \
+       __builtin_expect(_Py_tracemalloc_config.tracing, 0)
+#else
+#  define _PyTraceMalloc_TRACING() (_Py_tracemalloc_config.tracing)
+#endif
+PyAPI_FUNC(void *) _PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc,
+                                         size_t size, int gil_held);
+PyAPI_FUNC(void *) _PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc,
+                                         size_t nelem, size_t elsize,
+                                         int gil_held);
 PyAPI_FUNC(void *) _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc,
                                           void *ptr, size_t size,
                                           int gil_held);
+PyAPI_FUNC(void) _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr,
+                                     int gil_held);
 
-/* The hot path of every traced API: one predictable branch when tracing is
-   off; out of line (and rare) work when it is on. */
-static inline void *
-_PyTraceMalloc_Traced(void *ptr, size_t size, PyMemAllocatorEx *alloc,
-                      int gil_held)
-{
-    if (_Py_tracemalloc_config.tracing && ptr != NULL) {
-        return _PyTraceMalloc_OnAlloc(ptr, size, gil_held, alloc);
-    }
-    return ptr;
-}
+/* Leave this thread's allocations untraced until the matching resume
+   (nests).  Other threads are still traced. */
+PyAPI_FUNC(void) _PyTraceMalloc_SuspendThread(void);
+PyAPI_FUNC(void) _PyTraceMalloc_ResumeThread(void);
 
 /* Objects/codeobject.c: a code object dies; cached lines keyed by its
    address must not be reused. */
@@ -88,7 +91,7 @@ extern _PyTraceMalloc_Slot *_PyTraceMalloc_PoolSlot(const void *p, int create,
 extern void _PyTraceMalloc_ArenaFreed(uintptr_t arena_base,
                                       uintptr_t carved_end);
 /* Visit every live slot (under the lock). */
-typedef int (*_PyTraceMalloc_SlotVisitor)(const _PyTraceMalloc_Slot *slot,
+typedef int (*_PyTraceMalloc_SlotVisitor)(_PyTraceMalloc_Slot *slot,
                                           void *arg);
 extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit,
                                            void *arg);
@@ -108,17 +111,22 @@ extern int _PyTraceMalloc_CCTStart_unlocked(void);
 extern void _PyTraceMalloc_CCTReset_unlocked(void);
 extern void _PyTraceMalloc_CCTRelease_unlocked(void);
 extern size_t _PyTraceMalloc_CCTMemory_unlocked(void);
-/* A reader's view of node storage.  Taken with the GIL held after copying
-   the traces: it keeps every node those traces name readable without the
-   lock, even if clear_traces() or stop() runs (from a finalizer, say)
-   before the reader is done with it. */
+/* A reader's view of node storage.  Pinned in the same locked section that
+   copies the traces (or finds the one trace) to read: it keeps every node
+   those traces name readable without the lock, with the same id, even if
+   clear_traces() or stop() runs (from a finalizer, say) before the reader
+   is done with it; compaction waits until the last unpin. */
 #define _PyTraceMalloc_CCT_NCHUNKS 22
 typedef struct {
     const void *chunks[_PyTraceMalloc_CCT_NCHUNKS];
     uint32_t nnodes;            /* node ids below this are readable */
 } _PyTraceMalloc_CCTView;
-extern void _PyTraceMalloc_CCTPin(_PyTraceMalloc_CCTView *view);
+extern void _PyTraceMalloc_CCTPin_unlocked(_PyTraceMalloc_CCTView *view);
 extern void _PyTraceMalloc_CCTUnpin(void);
+/* Node count, cache misses and compactions so far (for the tests). */
+PyAPI_FUNC(void) _PyTraceMalloc_CCTStats(uint32_t *nnodes,
+                                         uint64_t *cache_misses,
+                                         uint64_t *compactions);
 /* The same view for a reader inside the engine (no pin needed). */
 extern void _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view);
 extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
@@ -135,8 +143,10 @@ extern int _PyTraceMalloc_Start(int max_nframe);
 extern void _PyTraceMalloc_Stop(void);
 extern void _PyTraceMalloc_ClearTraces(void);
 extern PyObject *_PyTraceMalloc_GetObjectTraceback(PyObject *obj);
-/* Modules/_tracemalloc.c: the frames tuple of a node (GIL held). */
-extern PyObject *_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_Node node);
+/* Modules/_tracemalloc.c: the frames tuple of a node (GIL held), read
+   through VIEW, which the caller pinned; the pin is released. */
+extern PyObject *_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
+                                             _PyTraceMalloc_Node node);
 
 /* ---- store: Python/tracemalloc_store.c --------------------------------- */
 
@@ -148,26 +158,22 @@ extern PyObject *_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_Node node);
 #include <stdatomic.h>
 extern atomic_int _PyTraceMalloc_gil_busy;
 extern atomic_int _PyTraceMalloc_foreign;
-extern int _PyTraceMalloc_asymmetric;
+PyAPI_DATA(int) _PyTraceMalloc_asymmetric;
 extern void _PyTraceMalloc_WaitForeign(void);
 
-/* Enter the engine while holding the GIL. */
+/* Enter the engine while holding the GIL.  When a caller without the GIL
+   is inside, wait for it (out of line) with priority over the next one. */
 static inline void
 _PyTraceMalloc_Lock(void)
 {
-    for (;;) {
-        atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1,
-                              memory_order_relaxed);
-        if (_PyTraceMalloc_asymmetric) {
-            atomic_signal_fence(memory_order_seq_cst);
-        }
-        else {
-            atomic_thread_fence(memory_order_seq_cst);
-        }
-        if (!atomic_load_explicit(&_PyTraceMalloc_foreign,
-                                  memory_order_acquire)) {
-            return;
-        }
+    atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1, memory_order_relaxed);
+    if (_PyTraceMalloc_asymmetric) {
+        atomic_signal_fence(memory_order_seq_cst);
+    }
+    else {
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    if (atomic_load_explicit(&_PyTraceMalloc_foreign, memory_order_acquire)) {
         _PyTraceMalloc_WaitForeign();
     }
 }
@@ -198,6 +204,9 @@ extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                             size_t *size);
 extern uint32_t *_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain,
                                                       uintptr_t ptr);
+/* Call VISIT on where every trace keeps its node (UINT32_MAX: no frame). */
+extern void _PyTraceMalloc_StoreForEachNode_unlocked(
+    void (*visit)(uint32_t *node, void *arg), void *arg);
 /* Traces store the node 0 (no frame) as UINT32_MAX: 0 marks free slots. */
 static inline void
 _PyTraceMalloc_StoreWriteNode(uint32_t *ref, _PyTraceMalloc_Node node)
@@ -209,17 +218,22 @@ typedef struct {
     _PyTraceMalloc_Node node;
     size_t size;
 } _PyTraceMalloc_TraceCopy;
-/* Copy every trace into a malloc()ed array (lock taken inside). */
+/* Copy every trace into a malloc()ed array and pin VIEW, in one locked
+   section. */
 extern int _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces,
-                                    size_t *count);
+                                    size_t *count,
+                                    _PyTraceMalloc_CCTView *view);
 extern void _PyTraceMalloc_StoreTotals_unlocked(size_t *current,
                                                 size_t *peak);
 extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
 extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
-extern int _PyTraceMalloc_StoreCheck(char *why, size_t why_size,
-                                     uint64_t *ntraces);
-/* Fault injection for tests: the next N bookkeeping allocations fail. */
-extern void _PyTraceMalloc_FailBookkeeping(int n);
+/* For Modules/_testtracemalloc.c (tests only): the full store check, and
+   fault injection: the next N bookkeeping allocations fail, or the next N
+   process-wide barriers (returns 0 if this build has none). */
+PyAPI_FUNC(int) _PyTraceMalloc_StoreCheck(char *why, size_t why_size,
+                                          uint64_t *ntraces);
+PyAPI_FUNC(void) _PyTraceMalloc_FailBookkeeping(int n);
+PyAPI_FUNC(int) _PyTraceMalloc_FailBarrier(int n);
 /* malloc() for the engine's own memory, honouring fault injection. */
 extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);
 

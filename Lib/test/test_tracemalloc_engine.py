@@ -39,6 +39,7 @@ from test.support import (import_helper, os_helper, script_helper,
                           threading_helper)
 
 _tracemalloc = import_helper.import_module('_tracemalloc')
+_testtracemalloc = import_helper.import_module('_testtracemalloc')
 ctypes = import_helper.import_module('ctypes')
 try:
     import _testcapi
@@ -197,7 +198,7 @@ class EngineTestCase(unittest.TestCase):
         tracemalloc.stop()
 
         def restore():
-            _tracemalloc._fail_bookkeeping(0)
+            _testtracemalloc.fail_bookkeeping(0)
             tracemalloc.stop()
             if was_tracing:
                 tracemalloc.start(limit)
@@ -211,7 +212,7 @@ class EngineTestCase(unittest.TestCase):
 
     def check_consistency(self):
         try:
-            return _tracemalloc._check_consistency()
+            return _testtracemalloc.check_consistency()
         except AssertionError as exc:
             self.fail(f'trace store inconsistent: {exc}')
 
@@ -1298,14 +1299,14 @@ class ThreadStressTest(EngineTestCase):
                 for i in range(200):
                     tracemalloc.start(rng.choice((1, 5, 30)))
                     junk = [bytearray(100) for _ in range(20)]
-                    _tracemalloc._check_consistency()
+                    _testtracemalloc.check_consistency()
                     snapshot = tracemalloc.take_snapshot()
                     snapshot.statistics('lineno')
                     tracemalloc.get_traced_memory()
                     tracemalloc.reset_peak()
                     if i % 3 == 0:
                         tracemalloc.clear_traces()
-                    _tracemalloc._check_consistency()
+                    _testtracemalloc.check_consistency()
                     if i % 4 == 3:
                         tracemalloc.stop()
                     del junk
@@ -1442,7 +1443,7 @@ class ThreadStressTest(EngineTestCase):
 class BookkeepingOOMTest(EngineTestCase):
 
     def failing(self, n):
-        _tracemalloc._fail_bookkeeping(n)
+        _testtracemalloc.fail_bookkeeping(n)
 
     def test_new_filename_allocation_raises_memoryerror(self):
         # A new file name must be copied into the engine: with that copy
@@ -1639,25 +1640,25 @@ class ForkTest(EngineTestCase):
 
     def child_checks(self, parent_pairs):
         assert tracemalloc.is_tracing()
-        _tracemalloc._check_consistency()
+        _testtracemalloc.check_consistency()
         for obj, expected in parent_pairs:
             assert allocated_at(obj, expected), (raw_frames(obj), expected)
         # New allocations are traced...
         obj, expected = Obj(), stack()
         assert allocated_at(obj, expected), (raw_frames(obj), expected)
         data = [bytearray(1000) for _ in range(100)]
-        count = _tracemalloc._check_consistency()
+        count = _testtracemalloc.check_consistency()
         # ...and frees remove their traces.
         del data
-        assert _tracemalloc._check_consistency() <= count - 200, 'frees'
+        assert _testtracemalloc.check_consistency() <= count - 200, 'frees'
         for d in DOMAINS.values():
             p, key = _do(d.malloc, 777)
             assert sizes_at(key) == sorted([777, int_size(p)]), key
             p2 = d.realloc(p, 5)
             d.free(p2)
-            _tracemalloc._check_consistency()
+            _testtracemalloc.check_consistency()
         tracemalloc.clear_traces()
-        _tracemalloc._check_consistency()
+        _testtracemalloc.check_consistency()
         obj2, expected2 = Obj(), stack()
         assert allocated_at(obj2, expected2), (raw_frames(obj2), expected2)
 
@@ -2024,7 +2025,7 @@ class SubprocessTest(unittest.TestCase):
         self.assertEqual(err, expected)
 
     STARTUP = textwrap.dedent('''\
-        import tracemalloc, _tracemalloc
+        import tracemalloc, _tracemalloc, _testtracemalloc
         print(tracemalloc.is_tracing(), tracemalloc.get_traceback_limit())
         if tracemalloc.is_tracing():
             traces = _tracemalloc._get_traces()
@@ -2034,7 +2035,7 @@ class SubprocessTest(unittest.TestCase):
                       for f in files),
                   any(f.endswith('.py') or f.startswith('<frozen ')
                       for f in files))
-            _tracemalloc._check_consistency()
+            _testtracemalloc.check_consistency()
     ''')
 
     def startup(self, *args, **env):

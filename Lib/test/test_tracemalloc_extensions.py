@@ -45,7 +45,7 @@ class NumpyTest(unittest.TestCase):
 
     def test_buffers_traced_in_numpy_domain(self):
         out = self.run_child("""
-            import tracemalloc, _tracemalloc
+            import tracemalloc, _tracemalloc, _testtracemalloc
             import numpy as np
             tracemalloc.start(10)
             def make():
@@ -69,21 +69,21 @@ class NumpyTest(unittest.TestCase):
             snap = tracemalloc.take_snapshot()
             assert not [t for t in snap.traces
                         if t.domain == %d and t.size == 16_000_000]
-            _tracemalloc._check_consistency()
+            _testtracemalloc.check_consistency()
             print("ok")
         """ % (NUMPY_DOMAIN, NUMPY_DOMAIN))
         self.assertEqual(out.strip(), "ok")
 
     def test_traced_from_startup(self):
         out = self.run_child("""
-            import tracemalloc, _tracemalloc
+            import tracemalloc, _tracemalloc, _testtracemalloc
             import numpy as np
             m = np.random.default_rng(0).random((300, 300))
             inv = np.linalg.inv(m)
             assert np.allclose(m @ inv, np.eye(300), atol=1e-6)
             current, peak = tracemalloc.get_traced_memory()
             assert peak >= current > 2 * 300 * 300 * 8, (current, peak)
-            _tracemalloc._check_consistency()
+            _testtracemalloc.check_consistency()
             print("ok")
         """, "-X", "tracemalloc=25")
         self.assertEqual(out.strip(), "ok")

@@ -1,0 +1,220 @@
+/* _testtracemalloc: test-only entry points into the tracing engine.
+ *
+ * Kept out of the production _tracemalloc module: these walk the whole trace
+ * store, inject failures, or read internal counters.  Built like
+ * _testinternalcapi (only when the test modules are).
+ */
+
+#ifndef Py_BUILD_CORE_BUILTIN
+#  define Py_BUILD_CORE_MODULE 1
+#endif
+
+#include "Python.h"
+#include "pycore_tracemalloc.h"
+
+PyDoc_STRVAR(check_consistency_doc,
+"check_consistency($module, /)\n--\n\n"
+"Walk the whole trace store: the traced size must equal the sum of the\n"
+"live traces, the count their number, and no free pymalloc block may keep\n"
+"a trace.  Returns the number of traces; raises AssertionError otherwise.");
+
+static PyObject *
+check_consistency(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    char why[256];
+    uint64_t ntraces = 0;
+    if (_PyTraceMalloc_StoreCheck(why, sizeof(why), &ntraces) < 0) {
+        PyErr_SetString(PyExc_AssertionError, why);
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(ntraces);
+}
+
+static int
+int_arg(PyObject *arg, int *value)
+{
+    *value = _PyLong_AsInt(arg);
+    if (*value == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (*value < 0) {
+        PyErr_SetString(PyExc_ValueError, "the count must not be negative");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(fail_bookkeeping_doc,
+"fail_bookkeeping($module, n, /)\n--\n\n"
+"Make the next n allocations of the engine's own bookkeeping fail.");
+
+static PyObject *
+fail_bookkeeping(PyObject *module, PyObject *arg)
+{
+    int n;
+    if (int_arg(arg, &n) < 0) {
+        return NULL;
+    }
+    _PyTraceMalloc_FailBookkeeping(n);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(fail_barrier_doc,
+"fail_barrier($module, n, /)\n--\n\n"
+"Make the next n process-wide barriers (membarrier(2)) of the engine lock\n"
+"fail, as the kernel may with ENOMEM.  Returns True if this build uses\n"
+"membarrier at all.");
+
+static PyObject *
+fail_barrier(PyObject *module, PyObject *arg)
+{
+    int n;
+    if (int_arg(arg, &n) < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(_PyTraceMalloc_FailBarrier(n));
+}
+
+PyDoc_STRVAR(engine_stats_doc,
+"engine_stats($module, /)\n--\n\n"
+"Internal counters of the call-context tree, as a dict: nodes (ids in\n"
+"use), cache_misses (line decodes), compactions, asymmetric (1 while the\n"
+"engine lock uses membarrier(2)).");
+
+static PyObject *
+engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    uint32_t nnodes;
+    uint64_t misses, compactions;
+    _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions);
+    return Py_BuildValue("{sIsKsKsi}", "nodes", (unsigned int)nnodes,
+                         "cache_misses", (unsigned long long)misses,
+                         "compactions", (unsigned long long)compactions,
+                         "asymmetric", _PyTraceMalloc_asymmetric);
+}
+
+/* A user allocator of the mem domain written on the public raw API, as
+   extensions do: each block is a raw block with a 16-byte header of its
+   own.  Tracing must record the block the caller sees, once, not also the
+   raw block it is carved from. */
+#define HEADER 16
+
+static void *
+raw_backed_malloc(void *ctx, size_t size)
+{
+    char *p = PyMem_RawMalloc(size + HEADER);
+    return p ? p + HEADER : NULL;
+}
+
+static void *
+raw_backed_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    if (elsize != 0 && nelem > (PY_SSIZE_T_MAX - HEADER) / elsize) {
+        return NULL;
+    }
+    char *p = PyMem_RawCalloc(1, nelem * elsize + HEADER);
+    return p ? p + HEADER : NULL;
+}
+
+static void *
+raw_backed_realloc(void *ctx, void *ptr, size_t size)
+{
+    char *p = PyMem_RawRealloc(ptr ? (char *)ptr - HEADER : NULL,
+                               size + HEADER);
+    return p ? p + HEADER : NULL;
+}
+
+static void
+raw_backed_free(void *ctx, void *ptr)
+{
+    if (ptr != NULL) {
+        PyMem_RawFree((char *)ptr - HEADER);
+    }
+}
+
+PyDoc_STRVAR(raw_backed_allocation_doc,
+"raw_backed_allocation($module, size, /)\n--\n\n"
+"With a user allocator for the mem domain that is built on the public\n"
+"PyMem_Raw* API (a header of its own in front of each block) installed,\n"
+"allocate SIZE bytes with PyMem_Malloc(), then resize them to 2*SIZE with\n"
+"PyMem_Realloc(), and return (traceback of the caller's block, traceback\n"
+"of the raw block under it) after each step, as a 4-tuple.  The allocator\n"
+"is removed again before returning.");
+
+static PyObject *
+raw_backed_allocation(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size < 0 || size > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "size must be in [0; 1 MiB]");
+        return NULL;
+    }
+    PyObject *result[4] = {NULL, NULL, NULL, NULL};
+    PyMemAllocatorEx saved;
+    PyMemAllocatorEx alloc = {NULL, raw_backed_malloc, raw_backed_calloc,
+                              raw_backed_realloc, raw_backed_free};
+    /* Nothing else may allocate or free in the mem domain while it is
+       installed: only the engine's lookups run (they build tuples and
+       strings in the object domain). */
+    PyMem_GetAllocator(PYMEM_DOMAIN_MEM, &saved);
+    PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &alloc);
+    char *p = PyMem_Malloc((size_t)size);
+    if (p != NULL) {
+        result[0] = _PyTraceMalloc_GetTraceback(0, (uintptr_t)p);
+        result[1] = _PyTraceMalloc_GetTraceback(0, (uintptr_t)(p - HEADER));
+        char *q = PyMem_Realloc(p, 2 * (size_t)size);
+        if (q != NULL) {
+            p = q;
+            result[2] = _PyTraceMalloc_GetTraceback(0, (uintptr_t)p);
+            result[3] = _PyTraceMalloc_GetTraceback(
+                0, (uintptr_t)(p - HEADER));
+        }
+        PyMem_Free(p);
+    }
+    PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &saved);
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (int i = 0; i < 4; i++) {
+        if (result[i] == NULL) {
+            if (!PyErr_Occurred()) {
+                result[i] = Py_NewRef(Py_None);
+                continue;
+            }
+            for (int j = 0; j < 4; j++) {
+                Py_XDECREF(result[j]);
+            }
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NNNN)", result[0], result[1], result[2],
+                         result[3]);
+}
+
+static PyMethodDef methods[] = {
+    {"raw_backed_allocation", raw_backed_allocation, METH_O,
+     raw_backed_allocation_doc},
+    {"check_consistency", check_consistency, METH_NOARGS,
+     check_consistency_doc},
+    {"fail_bookkeeping", fail_bookkeeping, METH_O, fail_bookkeeping_doc},
+    {"fail_barrier", fail_barrier, METH_O, fail_barrier_doc},
+    {"engine_stats", engine_stats, METH_NOARGS, engine_stats_doc},
+    {NULL, NULL}
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_testtracemalloc",
+    .m_doc = "Test-only entry points into the tracemalloc engine.",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__testtracemalloc(void)
+{
+    return PyModule_Create(&module_def);
+}
