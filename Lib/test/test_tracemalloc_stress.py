@@ -277,7 +277,7 @@ def allocating_worker(stop, allocators, seed, counts, key):
 
 def controller(stop, counts, check_consistency=True):
     """Start, stop, snapshot and clear until stopped."""
-    import _tracemalloc
+    import _tracemalloc, _testtracemalloc
     rng = random.Random(1)
     n = 0
     previous = None
@@ -306,7 +306,7 @@ def controller(stop, counts, check_consistency=True):
             obj = [n]
             tracemalloc.get_object_traceback(obj)
         elif action == 6 and check_consistency:
-            _tracemalloc._check_consistency()
+            _testtracemalloc.check_consistency()
         else:
             _tracemalloc._get_traces()
         n += 1
@@ -342,10 +342,10 @@ def scenario_domains(seconds):
             print("no C compiler: C threads skipped", file=sys.stderr)
     finally:
         shutil.rmtree(tmpdir)
-    import _tracemalloc
+    import _tracemalloc, _testtracemalloc
     if not tracemalloc.is_tracing():
         tracemalloc.start(5)
-    _tracemalloc._check_consistency()
+    _testtracemalloc.check_consistency()
     # No trace left in the C threads' domains once they untracked all.
     left = [t for t in _tracemalloc._get_traces() if 1000 <= t[0] < 1016]
     if left:
@@ -357,7 +357,7 @@ def scenario_domains(seconds):
 def scenario_fork_from_thread(seconds):
     """A thread forks while others allocate; each child checks its
     inherited state, allocates, snapshots and exits."""
-    import _tracemalloc
+    import _tracemalloc, _testtracemalloc
     allocators = Allocators()
     counts = {"forks": 0}
     tracemalloc.start(25)
@@ -369,14 +369,14 @@ def scenario_fork_from_thread(seconds):
             if pid == 0:
                 status = 1
                 try:
-                    _tracemalloc._check_consistency()
+                    _testtracemalloc.check_consistency()
                     data = [bytearray(100) for _ in range(100)]
                     if tracemalloc.get_object_traceback(data[0]) is None:
                         raise AssertionError("child: block not traced")
                     snapshot = tracemalloc.take_snapshot()
                     snapshot.statistics("lineno")
                     tracemalloc.clear_traces()
-                    _tracemalloc._check_consistency()
+                    _testtracemalloc.check_consistency()
                     tracemalloc.stop()
                     status = 0
                 except BaseException:
@@ -401,7 +401,7 @@ def scenario_fork_from_thread(seconds):
                                              "allocations")
                for i in range(3)]
     run_threads(workers + [forker])
-    _tracemalloc._check_consistency()
+    _testtracemalloc.check_consistency()
     tracemalloc.stop()
     return counts
 
@@ -431,7 +431,7 @@ while time.monotonic() < deadline:
 def scenario_subinterpreters(seconds):
     """Subinterpreters allocate while the main interpreter traces,
     snapshots and clears, then are destroyed while tracing."""
-    import _tracemalloc
+    import _tracemalloc, _testtracemalloc
     interpreters = import_helper.import_module("_xxsubinterpreters")
     counts = {"subinterpreters": 0, "allocation_rounds": 0}
     tracemalloc.start(25)
@@ -460,7 +460,7 @@ def scenario_subinterpreters(seconds):
             previous = snapshot
             if n % 5 == 0:
                 tracemalloc.clear_traces()
-            _tracemalloc._check_consistency()
+            _testtracemalloc.check_consistency()
             time.sleep(0.01)
             n += 1
         counts["main_snapshots"] = n
@@ -471,7 +471,7 @@ def scenario_subinterpreters(seconds):
     snapshot = tracemalloc.take_snapshot()
     for stat in snapshot.statistics("traceback"):
         stat.traceback.format()
-    _tracemalloc._check_consistency()
+    _testtracemalloc.check_consistency()
     tracemalloc.stop()
     return counts
 
@@ -521,7 +521,7 @@ def scenario_nomemory(seconds, operation_name):
     _testcapi.set_nomemory(); then fail the engine's next n bookkeeping
     allocations (n = 1, 2, ...).  After each failure, tracing must still be
     consistent and work."""
-    import _tracemalloc
+    import _tracemalloc, _testtracemalloc
     import zlib
     _testcapi = import_helper.import_module("_testcapi")
     tmpdir = tempfile.mkdtemp()
@@ -551,7 +551,7 @@ def scenario_nomemory(seconds, operation_name):
             failed = True
         finally:
             remove()
-        _tracemalloc._check_consistency()
+        _testtracemalloc.check_consistency()
         # Tracing still works after the failure.
         if tracemalloc.is_tracing():
             obj = bytearray(10)      # no free list: a fresh block
