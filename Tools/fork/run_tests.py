@@ -29,6 +29,7 @@ CONFORMANCE = ["test.test_tracemalloc"]
 OURS = [
     "test.test_tracemalloc_module",
     "test.test_tracemalloc_engine",
+    "test.test_tracemalloc_hardening",
     "test.test_tracemalloc_extensions",
     "test_fork_tools",          # Tools/fork/tests
     "test_python_link",
