@@ -274,6 +274,27 @@ class ReportDataTests(unittest.TestCase):
             if box["frame"] != -2:
                 self.assertGreater(box["size"], data["cutoff"])
 
+    def test_pruning_keeps_diff_totals_exact(self):
+        # Half the call paths of the base are gone from the new snapshot:
+        # what they held is in the "other" boxes' base sizes.
+        base = synthetic_snapshot(20_000, 3_000, 8, seed=1)
+        snapshot = synthetic_snapshot(20_000, 3_000, 8, seed=2)
+        with mock.patch.object(htmlreport, "_MAX_BOXES", 50):
+            data = report_data(self.write(snapshot, base=base))
+        boxes, others = self.check_tree(snapshot, data)
+        base_prefixes, base_whole = prefix_totals(base)
+        self.assertEqual(boxes[0]["base_size"],
+                         sum(trace.size for trace in base.traces))
+        for index, box in enumerate(boxes):
+            if box["frame"] == -2:
+                continue
+            path = box_path(data, boxes, index)
+            self.assertEqual(box["base_size"], base_prefixes.get(path, 0))
+            self.assertEqual(
+                base_whole.get(path, 0)
+                + sum(boxes[c]["base_size"] for c in box["children"]),
+                box["base_size"], path)
+
     def test_diff(self):
         base, snapshot, cache = service_snapshots()
         data = report_data(self.write(snapshot, base=base))
