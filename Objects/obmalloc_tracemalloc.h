@@ -229,7 +229,8 @@ _PyTraceMalloc_ArenaFreed(uintptr_t arena_base, uintptr_t carved_end)
     }
     _PyTraceMalloc_Lock();
     pool_cache_clear();
-    uintptr_t first = (arena_base + POOL_SIZE - 1) & ~(uintptr_t)(POOL_SIZE - 1);
+    uintptr_t first = (arena_base + POOL_SIZE - 1)
+                      & ~(uintptr_t)(POOL_SIZE - 1);
     for (uintptr_t p = first; p < carved_end; p += POOL_SIZE) {
         poolp pool = (poolp)p;
         if (pool_traces_lookup(pool) != NULL) {

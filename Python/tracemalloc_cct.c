@@ -62,7 +62,8 @@ typedef struct {
 } cct_node;
 
 #define CHUNK0_BITS 10
-#define NCHUNKS _PyTraceMalloc_CCT_NCHUNKS             /* 1024 * (2**22 - 1) nodes at most */
+/* 1024 * (2**22 - 1) nodes at most */
+#define NCHUNKS _PyTraceMalloc_CCT_NCHUNKS
 #define NODE_LIMIT ((uint32_t)(((uint64_t)1 << (CHUNK0_BITS + NCHUNKS)) \
                                - (1 << CHUNK0_BITS) - 1))
 
