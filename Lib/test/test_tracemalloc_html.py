@@ -606,6 +606,7 @@ class BrowserTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         chromedriver, chromium = find_browser()
+        cls.base, cls.snapshot, cls.cache = service_snapshots()
         cls.directory = tempfile.mkdtemp(prefix="tracemalloc-html-")
         try:
             cls.driver = WebDriver(chromedriver, chromium)
@@ -615,7 +616,6 @@ class BrowserTests(unittest.TestCase):
             shutil.rmtree(cls.directory)
             raise RuntimeError(f"cannot start headless Chromium ({chromium}) "
                                f"through {chromedriver}: {exc}") from None
-        cls.base, cls.snapshot, cls.cache = service_snapshots()
 
     @classmethod
     def tearDownClass(cls):
