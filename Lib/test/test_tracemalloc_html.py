@@ -37,6 +37,8 @@ from unittest import mock
 
 from tracemalloc import htmlreport
 
+from test.support.script_helper import assert_python_ok
+
 
 # --------------------------------------------------------------------------
 # Snapshots to report: a small "service" whose call paths are known
@@ -919,6 +921,27 @@ class BrowserTests(unittest.TestCase):
         # The label shows the part after the last slash, as text.
         self.assertTrue(any(label.startswith(nasty.split("/")[-1] + ".py:1")
                             for label in labels), labels)
+
+    def test_command_line(self):
+        # python -m tracemalloc run --html, end to end.
+        script = os.path.join(self.directory, "leaky.py")
+        with open(script, "w", encoding="utf-8") as file:
+            file.write("kept = []\n"
+                       "def remember(number):\n"
+                       "    kept.append(str(number) * 50)  # the leak\n"
+                       "for number in range(2000):\n"
+                       "    remember(number)\n")
+        path = os.path.join(self.directory, "cli.html")
+        assert_python_ok("-m", "tracemalloc", "run", "--html", path, script)
+        self.driver.browser_log()
+        self.driver.open("file://" + path)
+        self.assertEqual(
+            self.driver.execute("return document.body.dataset.ready;"),
+            "true")
+        self.assert_no_errors()
+        index, element = self.box_with_text("kept.append(str(number) * 50)")
+        size = self.tree()["size"][index]
+        self.assertGreaterEqual(size, 2000 * 100)
 
     def test_large_report(self):
         # 10^6 traces: what the page gets is bounded by the aggregation.
