@@ -375,6 +375,10 @@ class ReportDataTests(unittest.TestCase):
         self.assertIn(nasty + ".py", data["files"])
         self.assertIn("caf\xe9 \u2603.py", data["files"])
         self.assertEqual(data["title"], nasty)
+        # The page's own markers in a title stay text.
+        text = self.write(snapshot, title="@DATA@ @SCRIPT@ @STYLE@")
+        self.assertIn("<title>@DATA@ @SCRIPT@ @STYLE@</title>", text)
+        self.assertEqual(text.count("<script"), 2)
 
     def test_empty_snapshot(self):
         data = report_data(self.write(tracemalloc.Snapshot([], 1)))

@@ -28,6 +28,7 @@ import gc
 import html
 import json
 import linecache
+import re
 
 __all__ = ['write_html']
 
@@ -350,11 +351,11 @@ def write_html(snapshot, path, *, base=None, title=None):
     finally:
         if gc_was_enabled:
             gc.enable()
-    document = (_PAGE
-                .replace('@TITLE@', html.escape(str(title)))
-                .replace('@STYLE@', _STYLE)
-                .replace('@SCRIPT@', _SCRIPT)
-                .replace('@DATA@', _script_json(data)))
+    # One pass, so that nothing inserted is searched for markers again.
+    parts = {'TITLE': html.escape(str(title)), 'STYLE': _STYLE,
+             'SCRIPT': _SCRIPT, 'DATA': _script_json(data)}
+    document = re.sub('@(TITLE|STYLE|SCRIPT|DATA)@',
+                      lambda match: parts[match.group(1)], _PAGE)
     if hasattr(path, 'write'):
         path.write(document)
     else:
