@@ -433,15 +433,11 @@ import unittest
 # Inputs on which the engine (Modules/_tracemalloc.c, Python/tracemalloc*.c)
 # does not give pristine's answer yet, with why.  Checked by the skipped
 # test_engine_bugs, which the engine's owner un-skips once fixed.
-CRASH_WILD_DOMAIN_0 = ("segfault: a wild address in domain 0 is taken for "
-                       "a pymalloc block")
 START_CHANGES_LIMIT = ("start(n) while tracing changes the traceback limit; "
                        "3.11 ignores n when already tracing")
 SIGNED_SIZES = ("a size_t size from PyTraceMalloc_Track() comes out signed "
                 "(-1 instead of 2**64 - 1) in snapshots")
 ENGINE_BUGS = {
-    "on: capi.tracemalloc_get_traceback(0, 0x1000)": CRASH_WILD_DOMAIN_0,
-    "on: capi.tracemalloc_untrack(0, 0x1000)": CRASH_WILD_DOMAIN_0,
     **{f"on: {module}.start({n})": START_CHANGES_LIMIT
        for module in ("tm", "_tm") for n in ("1", "65535", "True")},
     **{f"on: (capi.tracemalloc_track(7, 0x1000, {size}), "
@@ -553,7 +549,17 @@ if __name__ == "__main__":
         run_cases(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     elif sys.argv[1:2] == ["--record"]:
         python = sys.argv[2] if len(sys.argv) > 2 else sys.executable
-        json.dump(record(python), sys.stdout, indent=1, sort_keys=True)
-        print()
+        document = record(python)
+        # One input per line: reviewable diffs when cases change.
+        print("{")
+        for name in ("python", "note"):
+            print(f" {json.dumps(name)}: {json.dumps(document[name])},")
+        for section in ("cases", "options"):
+            print(f" {json.dumps(section)}: {{")
+            items = sorted(document[section].items())
+            print(",\n".join(f"  {json.dumps(key)}: {json.dumps(value)}"
+                             for key, value in items))
+            print(" }" + ("," if section == "cases" else ""))
+        print("}")
     else:
         unittest.main()

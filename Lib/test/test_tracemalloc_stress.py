@@ -511,7 +511,7 @@ NOMEMORY_MAX_POINTS = 5000
 # operation got through: past its last allocation.
 NOMEMORY_CLEAN_RUN = 30
 # The engine's own bookkeeping memory does not come from the Python
-# allocators: _tracemalloc._fail_bookkeeping(n) fails its next n
+# allocators: _testtracemalloc.fail_bookkeeping(n) fails its next n
 # allocations instead.
 BOOKKEEPING_MAX_FAILURES = 40
 
@@ -576,8 +576,8 @@ def scenario_nomemory(seconds, operation_name):
                 break
         for n in range(1, BOOKKEEPING_MAX_FAILURES + 1):
             failed = attempt(operation,
-                             lambda: _tracemalloc._fail_bookkeeping(n),
-                             lambda: _tracemalloc._fail_bookkeeping(0))
+                             lambda: _testtracemalloc.fail_bookkeeping(n),
+                             lambda: _testtracemalloc.fail_bookkeeping(0))
             counts["bookkeeping_points"] += 1
             counts["bookkeeping_errors"] += failed
         tracemalloc.stop()
@@ -745,9 +745,6 @@ class StressTest(unittest.TestCase):
     def test_nomemory_start(self):
         self.check_nomemory("start")
 
-    @unittest.skip("engine bug: _tracemalloc._get_traces() crashes in "
-                   "exporter_fini() when its second table allocation fails "
-                   "(NULL traceback_by_node), see report")
     def test_nomemory_take_snapshot(self):
         self.check_nomemory("take_snapshot")
 
