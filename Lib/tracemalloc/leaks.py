@@ -34,6 +34,9 @@ import gc
 import linecache
 import os
 import sys
+from collections import Counter
+from itertools import compress
+from operator import itemgetter, not_
 
 import tracemalloc
 from tracemalloc import Traceback, _format_size
@@ -153,27 +156,33 @@ class _Ownership:
 
     The workload's memory is allocated either through _call_workload()'s
     call line (check(), the CLI, unittest and pytest) and the helpers
-    registered with _calls_workload(), or in frames of no
-    file of this package at all (a block run by iterating a LeakCheck).
-    Anything else whose traceback reaches this package is the checker's own.
+    registered with _calls_workload(), or in frames of no file of this
+    package at all (a block run by iterating a LeakCheck; and whatever the
+    process allocated before the check, which does not grow).  Anything
+    else whose traceback reaches this package is the checker's own.
     Traces of no frame at all ('<unknown>') count as the workload's: C
     code running without a Python frame may leak too.
     """
 
     def __init__(self):
-        self._own_file = {}
-
-    def _is_own_file(self, filename):
-        own = self._own_file.get(filename)
-        if own is None:
-            own = os.path.dirname(filename) == _OWN_DIRECTORY
-            self._own_file[filename] = own
-        return own
+        # The co_filename of every module of this package: they all share
+        # the directory part of _call_workload()'s.
+        try:
+            names = os.listdir(_OWN_DIRECTORY)
+        except OSError:
+            names = []
+        self._own_files = frozenset(
+            os.path.join(_OWN_DIRECTORY, name) for name in names
+            if name.endswith('.py'))
+        self._filenames = _FILENAMES
 
     def is_workload(self, frames):
-        is_own_file = self._is_own_file
+        own_files = self._own_files
+        # Most tracebacks never reach this package: one C-level pass.
+        if own_files.isdisjoint(map(self._filenames, frames)):
+            return True
         for index, frame in enumerate(frames):
-            if is_own_file(frame[0]):
+            if frame[0] in own_files:
                 # Allocated by the workload line itself, not below it: the
                 # frame object of _call_workload(), which a leaking
                 # workload's frames may pin (frame.f_back), is the tool's.
@@ -183,10 +192,9 @@ class _Ownership:
     def workload_frames(self, frames):
         """*frames* (most recent first) without the checker's and runner's
         frames at the oldest end."""
-        is_own_file = self._is_own_file
         end = len(frames)
         for index, frame in enumerate(frames):
-            if is_own_file(frame[0]):
+            if frame[0] in self._own_files:
                 end = index
                 break
         runners = _runner_files()
@@ -195,30 +203,66 @@ class _Ownership:
         return frames[:end]
 
 
-def _workload_totals(ownership, traces):
+_DOMAIN = itemgetter(0)
+_SIZE = itemgetter(1)
+_FRAMES = itemgetter(2)
+_FILENAMES = itemgetter(0)
+
+
+def _workload_totals(ownership, traces, canonical):
     """Return {(domain, frames): [size, count]} of the workload's traces
-    among the raw *traces*."""
-    totals_by_id = {}
-    for domain, size, frames, _ in traces:
-        # Traces of one call context share one frames tuple: group by
-        # identity first, which costs no hashing of the frames.
-        key = id(frames) if not domain else (domain, id(frames))
-        total = totals_by_id.get(key)
+    among the raw *traces*.
+
+    Each frames tuple is replaced by the equal one found in *canonical* (a
+    dict filled as needed), so that the totals of all the rounds share one
+    copy of each traceback.
+
+    This runs once per round over every live trace of the process, so the
+    per-trace work is done by C loops (map, zip, Counter, compress); Python
+    code runs once per distinct traceback.
+    """
+    domains = list(map(_DOMAIN, traces))
+    if any(domains):
+        other_domains = list(compress(traces, domains))
+        traces = list(compress(traces, map(not_, domains)))
+    else:
+        other_domains = ()
+    del domains
+    # Traces of one call context share one frames tuple: group by identity,
+    # which costs no hashing of the frames.
+    frames_column = list(map(_FRAMES, traces))
+    ids = list(map(id, frames_column))
+    counts = Counter(ids)
+    sizes = dict.fromkeys(counts, 0)
+    for key, size in zip(ids, map(_SIZE, traces)):
+        sizes[key] += size
+    frames_by_id = dict(zip(ids, frames_column))
+    del frames_column, ids
+
+    groups = [(0, frames_by_id[key], sizes[key], count)
+              for key, count in counts.items()]
+    other_totals = {}
+    for domain, size, frames, _ in other_domains:
+        total = other_totals.get((domain, id(frames)))
         if total is None:
-            totals_by_id[key] = [domain, frames, size, 1]
+            other_totals[(domain, id(frames))] = [domain, frames, size, 1]
         else:
             total[2] += size
             total[3] += 1
+    groups.extend(other_totals.values())
+
     totals = {}
     is_workload = ownership.is_workload
-    for domain, frames, size, count in totals_by_id.values():
+    for domain, frames, size, count in groups:
         if not is_workload(frames):
             continue
+        frames = canonical.setdefault(frames, frames)
         key = (domain, frames)
         total = totals.get(key)
         if total is None:
             totals[key] = [size, count]
         else:
+            # Equal frames in distinct tuples (hand-made snapshots).
             total[0] += size
             total[1] += count
     return totals
@@ -462,7 +506,15 @@ class LeakCheck:
     def _begin(self):
         self.report = None
         self._ownership = _Ownership()
-        self._history = []          # per snapshot: {site: [size, count]}
+        self._canonical = {}        # frames -> the first equal frames seen
+        # Between rounds, only the per-site totals of the previous snapshot
+        # and the growth of the sites that changed are kept: a process has
+        # thousands of sites, of which a few change.
+        self._previous_sites = None     # {site: [size, count]}
+        self._changes = {}              # {site: ([size...], [count...])}
+        self._measured = -1             # snapshots taken after the first
+        self._round_sizes = []          # growth of all the workload's
+        self._round_counts = []         # memory, per measured round
         self._first_totals = None   # first snapshot, per traceback
         self._last_totals = None    # last snapshot, per traceback
         if not tracemalloc.is_tracing():
@@ -495,12 +547,46 @@ class LeakCheck:
             self.last_snapshot = snapshot
         else:
             traces = tracemalloc._get_traces()
-        totals = _workload_totals(self._ownership, traces)
+        totals = _workload_totals(self._ownership, traces, self._canonical)
         del traces
         if self._first_totals is None:
             self._first_totals = totals
         self._last_totals = totals
-        self._history.append(_totals_by_site(totals))
+        sites = _totals_by_site(totals)
+        if self._previous_sites is not None:
+            self._record_changes(self._previous_sites, sites)
+        self._previous_sites = sites
+        self._measured += 1
+
+    def _record_changes(self, previous, current):
+        measured = self._measured
+        rounds = self.rounds
+        changes = self._changes
+
+        def record(site, size, count):
+            change = changes.get(site)
+            if change is None:
+                change = changes[site] = ([0] * rounds, [0] * rounds)
+            change[0][measured] = size
+            change[1][measured] = count
+
+        total_size = total_count = 0
+        for site, (size, count) in current.items():
+            old = previous.get(site)
+            if old is not None:
+                size -= old[0]
+                count -= old[1]
+            if size or count:
+                record(site, size, count)
+                total_size += size
+                total_count += count
+        for site, (size, count) in previous.items():
+            if site not in current:
+                record(site, -size, -count)
+                total_size -= size
+                total_count -= count
+        self._round_sizes.append(total_size)
+        self._round_counts.append(total_count)
 
     def _stop_tracing(self):
         if self._started_tracing:
@@ -508,52 +594,28 @@ class LeakCheck:
             tracemalloc.stop()
 
     def _finish(self):
-        history = self._history
-        rounds = len(history) - 1
+        rounds = self._measured
         traceback_limit = tracemalloc.get_traceback_limit()
-        sites = set()
-        for totals in history:
-            sites.update(totals)
-        zero = (0, 0)
-        leaking = []
-        for site in sites:
-            sizes = []
-            counts = []
-            previous = history[0].get(site, zero)
-            for totals in history[1:]:
-                current = totals.get(site, zero)
-                sizes.append(current[0] - previous[0])
-                counts.append(current[1] - previous[1])
-                previous = current
+        result = []
+        for site, (sizes, counts) in self._changes.items():
             grown = sum(1 for size in sizes if size > 0)
             total = sum(sizes)
             if (grown >= self.min_rounds and total > 0
                     and total >= self.threshold * rounds):
-                leaking.append((site, sizes, counts))
-
-        result = []
-        for site, sizes, counts in leaking:
-            domain, frames = self._biggest_traceback(site)
-            frames = self._ownership.workload_frames(frames)
-            result.append(LeakSite(site[0], site[1], sizes, counts,
-                                   Traceback(frames), domain))
+                domain, frames = self._biggest_traceback(site)
+                frames = self._ownership.workload_frames(frames)
+                result.append(LeakSite(site[0], site[1], sizes, counts,
+                                       Traceback(frames), domain))
         result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
-        first = self._first_totals
-        last = self._last_totals
-        sizes = []
-        counts = []
-        for before, after in zip(history, history[1:]):
-            sizes.append(sum(v[0] for v in after.values())
-                         - sum(v[0] for v in before.values()))
-            counts.append(sum(v[1] for v in after.values())
-                          - sum(v[1] for v in before.values()))
-        del first, last
-        self._history = self._first_totals = self._last_totals = None
-        return LeakReport(result, warmup=self.warmup, rounds=rounds,
-                          threshold=self.threshold,
-                          min_rounds=self.min_rounds,
-                          traceback_limit=traceback_limit,
-                          sizes=sizes, counts=counts, title=self.title)
+        report = LeakReport(result, warmup=self.warmup, rounds=rounds,
+                            threshold=self.threshold,
+                            min_rounds=self.min_rounds,
+                            traceback_limit=traceback_limit,
+                            sizes=self._round_sizes,
+                            counts=self._round_counts, title=self.title)
+        self._previous_sites = self._changes = None
+        self._first_totals = self._last_totals = self._canonical = None
+        return report
 
     def _biggest_traceback(self, site):
         """The (domain, frames) of *site* that grew most overall."""

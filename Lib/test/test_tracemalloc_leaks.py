@@ -1,0 +1,888 @@
+"""Tests of leak checking: tracemalloc.leaks, the CLI, unittest and pytest.
+
+The accuracy tests run the corpus of Lib/test/tracemalloc_leakcorpus through
+all four entry points: each leak pattern must be reported with its marked
+line as the first site, and each clean workload must report nothing.
+"""
+
+import contextlib
+import functools
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import textwrap
+import tracemalloc
+import unittest
+
+from test.support import import_helper, os_helper, script_helper
+from test import tracemalloc_leakcorpus as corpus
+
+from tracemalloc import leaks
+from tracemalloc.testing import LeakCheckMixin, no_leaks, skip_leak_check
+
+# A site line of a leak report: FILE:LINE: size=..., count=... per round
+SITE_LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+): size=\S+ \S+, "
+                       r"count=\S+ per round")
+
+PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(tracemalloc.__file__))
+LIB_DIRECTORY = os.path.dirname(PACKAGE_DIRECTORY)
+
+
+def corpus_module(name):
+    if name == "leak_c_domain":
+        import_helper.import_module("_testcapi")
+    return importlib.import_module(f"{corpus.__name__}.{name}")
+
+
+def site_lines(text):
+    """(filename, lineno) of each site line of a leak report, in order."""
+    sites = []
+    for line in text.splitlines():
+        match = SITE_LINE.match(line)
+        if match:
+            sites.append((match["file"], int(match["line"])))
+    return sites
+
+
+def same_file(a, b):
+    return os.path.normcase(os.path.abspath(a)) == \
+        os.path.normcase(os.path.abspath(b))
+
+
+class CorpusAssertions:
+    """Checks shared by the four entry points."""
+
+    def assertFirstSiteMarked(self, name, sites, text=""):
+        filename, lineno = corpus.marked_line(name)
+        self.assertTrue(sites, f"{name}: nothing reported\n{text}")
+        first_file, first_line = sites[0]
+        self.assertTrue(same_file(first_file, filename) and
+                        first_line == lineno,
+                        f"{name}: first site {first_file}:{first_line}, "
+                        f"expected the marked line {filename}:{lineno}\n"
+                        f"{text}")
+
+
+def child_env(**extra):
+    """Environment of a child interpreter that must import the tracemalloc
+    package and the corpus under test (tests may run from a source tree)."""
+    paths = [LIB_DIRECTORY]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    env = {"PYTHONPATH": os.pathsep.join(paths), "__isolated": False}
+    env.update(extra)
+    return env
+
+
+def run_python(*args, **env):
+    """Run a child interpreter; return (returncode, stdout, stderr) as str."""
+    result, _ = script_helper.run_python_until_end(*args, **child_env(**env))
+    return (result.rc, result.out.decode("utf-8", "replace"),
+            result.err.decode("utf-8", "replace"))
+
+
+# --------------------------------------------------------------------------
+# The corpus itself
+
+class CorpusLayoutTest(unittest.TestCase):
+    def test_sizes(self):
+        self.assertGreaterEqual(len(corpus.LEAKS), 12)
+        self.assertGreaterEqual(len(corpus.CLEAN), 8)
+
+    def test_one_marked_line_per_leak(self):
+        for name in corpus.LEAKS:
+            with self.subTest(name=name):
+                filename, lineno = corpus.marked_line(name)
+                self.assertGreater(lineno, 0)
+        for name in corpus.CLEAN:
+            with self.subTest(name=name):
+                self.assertRaises(ValueError, corpus.marked_line, name)
+
+
+# --------------------------------------------------------------------------
+# 1. The API
+
+class CorpusAPITest(CorpusAssertions, unittest.TestCase):
+    def test_leaks(self):
+        for name in corpus.LEAKS:
+            with self.subTest(name=name):
+                module = corpus_module(name)
+                try:
+                    report = leaks.check(module.run)
+                finally:
+                    module.reset()
+                self.assertTrue(report)
+                self.assertFirstSiteMarked(
+                    name, [(s.filename, s.lineno) for s in report.sites],
+                    report.format())
+
+    def test_clean_workloads(self):
+        for name in corpus.CLEAN:
+            with self.subTest(name=name):
+                module = corpus_module(name)
+                report = leaks.check(module.run)
+                self.assertFalse(report, report.format())
+                self.assertEqual(report.sites, [])
+
+
+class LeakCheckAPITest(unittest.TestCase):
+    def setUp(self):
+        self.kept = []
+
+    def leak(self):
+        self.kept.append(bytes(1000))
+
+    def test_report_object(self):
+        report = leaks.check(self.leak, warmup=1, rounds=4)
+        self.assertTrue(report)
+        self.assertTrue(report.leaked)
+        self.assertEqual((report.warmup, report.rounds), (1, 4))
+        site = report.sites[0]
+        self.assertEqual(site.filename, __file__)
+        self.assertEqual(site.lineno, self.leak.__code__.co_firstlineno + 1)
+        self.assertEqual(len(site.sizes), 4)
+        self.assertEqual(len(site.counts), 4)
+        self.assertTrue(all(size >= 1000 for size in site.sizes), site.sizes)
+        self.assertEqual(site.counts, [1, 1, 1, 1])
+        self.assertEqual(site.rounds_grown, 4)
+        self.assertEqual(site.size, sum(site.sizes))
+        self.assertIsInstance(site.traceback, tracemalloc.Traceback)
+        # The traceback is the workload's, without the checker's frames.
+        filenames = [frame.filename for frame in site.traceback]
+        self.assertIn(__file__, filenames)
+        self.assertFalse([name for name in filenames
+                          if os.path.dirname(name) == PACKAGE_DIRECTORY])
+        self.assertEqual(len(report.sizes), 4)
+        self.assertEqual(len(report.counts), 4)
+
+    def test_report_text(self):
+        report = leaks.check(self.leak, title="my test")
+        text = report.format()
+        lines = text.splitlines()
+        self.assertIn("my test", lines[0])
+        self.assertEqual(site_lines(text)[0],
+                         (__file__, self.leak.__code__.co_firstlineno + 1))
+        self.assertRegex(lines[1], r"size=10\d\d B, count=1 per round "
+                                   r"\(grew in 5 of 5 rounds\)$")
+        self.assertEqual(lines[2].strip(),
+                         "self.kept.append(bytes(1000))")
+        self.assertIn("Traceback (most recent call first):", lines[3])
+        self.assertEqual(str(report), text)
+
+    def test_clean(self):
+        report = leaks.check(lambda: [bytes(1000) for _ in range(10)])
+        self.assertFalse(report)
+        self.assertIn("no allocation site grew", report.format())
+
+    def test_assert_no_leaks(self):
+        with self.assertRaises(leaks.LeakError) as cm:
+            leaks.assert_no_leaks(self.leak)
+        self.assertIsInstance(cm.exception, AssertionError)
+        self.assertEqual(str(cm.exception), cm.exception.report.format())
+        self.assertFalse(leaks.assert_no_leaks(lambda: None))
+
+    def test_block_form(self):
+        with self.assertRaises(leaks.LeakError) as cm:
+            with leaks.LeakCheck(warmup=1, rounds=3) as check:
+                for _ in check:
+                    self.kept.append(bytearray(500))     # the leaking line
+        with open(__file__, encoding="utf-8") as source:
+            line = [lineno for lineno, text in enumerate(source, 1)
+                    if text.rstrip().endswith("# the leaking line")][0]
+        report = cm.exception.report
+        self.assertIs(check.report, report)
+        self.assertEqual((report.sites[0].filename, report.sites[0].lineno),
+                         (__file__, line))
+
+        rounds = []
+        with leaks.LeakCheck(warmup=2, rounds=3) as check:
+            for index in check:
+                rounds.append(index)
+                [bytes(100) for _ in range(10)]
+        self.assertEqual(rounds, [0, 1, 2, 3, 4])
+        self.assertFalse(check.report)
+
+    def test_threshold(self):
+        self.assertTrue(leaks.check(self.leak, threshold=500))
+        self.assertFalse(leaks.check(self.leak, threshold=10_000))
+
+    def test_min_rounds(self):
+        calls = []
+
+        def every_other_call():
+            calls.append(None)
+            if len(calls) % 2:
+                self.kept.append(bytes(2000))
+        # 2 or 3 of 5 rounds grow: not a leak by default, one with
+        # min_rounds=2.
+        self.assertFalse(leaks.check(every_other_call))
+        report = leaks.check(every_other_call, min_rounds=2)
+        self.assertTrue(report)
+        self.assertIn(report.sites[0].rounds_grown, (2, 3))
+
+    def test_warmup_absorbs_one_time_growth(self):
+        cache = {}
+
+        def fill_once():
+            if not cache:
+                cache.update((n, str(n) * 10) for n in range(100))
+        self.assertFalse(leaks.check(fill_once, warmup=1))
+        # Without warm-up, the first round's growth is measured, but it
+        # happens in one round only.
+        self.assertFalse(leaks.check(fill_once, warmup=0))
+
+    def test_cleared_caches_are_not_leaks(self):
+        # A new regular expression per round: re's cache grows until
+        # clear_caches() purges it before each snapshot.
+        import re as re_module
+        counter = iter(range(10**6))
+
+        def compile_new_pattern():
+            re_module.compile(f"x{next(counter)}y+z")
+        self.assertFalse(leaks.check(compile_new_pattern))
+        self.assertTrue(leaks.check(compile_new_pattern, cleanup=False))
+        re_module.purge()
+
+    def test_custom_cleanup(self):
+        registry = []
+
+        def register():
+            registry.append(bytes(500))
+        self.assertTrue(leaks.check(register))
+        self.assertFalse(leaks.check(register, cleanup=registry.clear))
+
+    def test_tracing_state_restored(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracing is already on")
+        leaks.check(lambda: None, nframe=3)
+        self.assertFalse(tracemalloc.is_tracing())
+        tracemalloc.start(7)
+        try:
+            report = leaks.check(self.leak)
+            self.assertTrue(tracemalloc.is_tracing())
+            self.assertEqual(tracemalloc.get_traceback_limit(), 7)
+            self.assertEqual(report.traceback_limit, 7)
+        finally:
+            tracemalloc.stop()
+
+    def test_nframe(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracing is already on")
+        report = leaks.check(self.leak, nframe=1)
+        self.assertEqual(report.traceback_limit, 1)
+        self.assertEqual(len(report.sites[0].traceback), 1)
+
+    def test_own_allocations_are_not_reported(self):
+        # Whatever the checker holds (per-round totals, snapshots with
+        # keep_snapshots) is never reported, even over many rounds.
+        check = leaks.LeakCheck(rounds=8, keep_snapshots=True)
+        report = check.run(lambda: None)
+        self.assertFalse(report, report.format())
+        self.assertIsInstance(check.first_snapshot, tracemalloc.Snapshot)
+        self.assertIsInstance(check.last_snapshot, tracemalloc.Snapshot)
+        report = leaks.check(self.leak, rounds=8)
+        self.assertEqual(len(report.sites), 1, report.format())
+
+    def test_exception_propagates(self):
+        def fail():
+            raise KeyError("boom")
+        with self.assertRaises(KeyError):
+            leaks.check(fail)
+
+    def test_invalid_options(self):
+        for options in ({"rounds": 0}, {"warmup": -1}, {"threshold": -1},
+                        {"rounds": 3, "min_rounds": 4},
+                        {"min_rounds": 0}):
+            with self.subTest(options=options):
+                self.assertRaises(ValueError, leaks.LeakCheck, **options)
+
+
+# --------------------------------------------------------------------------
+# 2. The command line
+
+class CorpusCLITest(CorpusAssertions, unittest.TestCase):
+    def leaks_command(self, name, *options):
+        return run_python("-m", "tracemalloc", "leaks", *options,
+                          f"{corpus.__name__}.{name}:run")
+
+    def test_leaks(self):
+        for name in corpus.LEAKS:
+            with self.subTest(name=name):
+                corpus_module(name)   # skips without _testcapi
+                rc, out, err = self.leaks_command(name)
+                self.assertEqual(rc, 1, err)
+                self.assertFirstSiteMarked(name, site_lines(err), err)
+                self.assertEqual(out, "")
+
+    def test_clean_workloads(self):
+        for name in corpus.CLEAN:
+            with self.subTest(name=name):
+                rc, out, err = self.leaks_command(name)
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(site_lines(err), [])
+                self.assertIn("no allocation site grew", err)
+
+
+class CLITest(unittest.TestCase):
+    LEAKY_SCRIPT = textwrap.dedent("""\
+        import sys
+        from test.tracemalloc_leakcorpus import leak_module_list
+        leak_module_list.run()
+        if "--fail" in sys.argv:
+            raise RuntimeError("target failure")
+    """)
+
+    def setUp(self):
+        self.directory = self.enterContext(os_helper.temp_dir())
+
+    def path(self, name):
+        return os.path.join(self.directory, name)
+
+    def script(self, source, name="target"):
+        return script_helper.make_script(self.directory, name, source)
+
+    def tracemalloc_cli(self, *args, **env):
+        return run_python("-m", "tracemalloc", *args,
+                          __cwd=self.directory, **env)
+
+    def test_help(self):
+        for command, options in [
+                ((), ("--nframe", "--top", "--group-by", "--output",
+                      "--html", "leaks")),
+                (("run",), ("--nframe", "--top", "--html")),
+                (("leaks",), ("--warmup", "--rounds", "--threshold",
+                              "--nframe", "--html", "module:function")),
+                (("top",), ("--group-by", "--cumulative", "--limit")),
+                (("diff",), ("--fail-over", "--group-by")),
+                (("html",), ("--base", "--output"))]:
+            with self.subTest(command=command):
+                rc, out, err = self.tracemalloc_cli(*command, "--help")
+                self.assertEqual(rc, 0, err)
+                for option in options:
+                    self.assertIn(option, out)
+
+    def test_leaks_exit_codes_and_format(self):
+        rc, out, err = self.tracemalloc_cli(
+            "leaks", f"{corpus.__name__}.leak_dict:run")
+        self.assertEqual(rc, 1)
+        lines = err.splitlines()
+        self.assertIn("1 allocation site leaked", lines[0])
+        filename, lineno = corpus.marked_line("leak_dict")
+        self.assertTrue(lines[1].startswith(f"{filename}:{lineno}: size="),
+                        err)
+        self.assertTrue(lines[1].split(" (")[0].endswith("per round"), err)
+        self.assertIn("# LEAK", lines[2])
+        self.assertIn("Traceback (most recent call first):", lines[3])
+        self.assertIn(f'File "{filename}", line {lineno}', lines[4])
+
+        rc, out, err = self.tracemalloc_cli(
+            "leaks", f"{corpus.__name__}.clean_slots:run")
+        self.assertEqual(rc, 0, err)
+
+    def test_leaks_options(self):
+        target = f"{corpus.__name__}.leak_module_list:run"
+        rc, out, err = self.tracemalloc_cli(
+            "leaks", "--warmup", "3", "--rounds", "6", "-n", "2", target)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("5 or more of 6 rounds (after 3 warm-up rounds; "
+                      "traceback limit 2)", err)
+        rc, out, err = self.tracemalloc_cli(
+            "leaks", "--threshold", "10KiB", target)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.tracemalloc_cli(
+            "leaks", "--threshold", "100", target)
+        self.assertEqual(rc, 1, err)
+
+    def test_leaks_module_in_current_directory(self):
+        self.script("items = []\n\ndef grow():\n"
+                    "    items.append(bytes(300))\n", name="leaky_here")
+        rc, out, err = self.tracemalloc_cli("leaks", "leaky_here:grow")
+        self.assertEqual(rc, 1, err)
+        self.assertEqual(site_lines(err)[0],
+                         (self.path("leaky_here.py"), 4))
+
+    def test_leaks_script(self):
+        script = self.script(self.LEAKY_SCRIPT)
+        rc, out, err = self.tracemalloc_cli("leaks", script)
+        self.assertEqual(rc, 1, err)
+        filename, lineno = corpus.marked_line("leak_module_list")
+        self.assertEqual(site_lines(err)[0], (filename, lineno))
+        # The script's frame is in the traceback, not the tool's or runpy's.
+        self.assertIn(f'File "{script}", line 3', err)
+        self.assertNotIn("runpy", err)
+        self.assertNotIn(PACKAGE_DIRECTORY, err)
+
+    def test_leaks_target_errors(self):
+        script = self.script(self.LEAKY_SCRIPT)
+        self.script("value = 3\n", name="not_callable")
+        self.script("raise ImportError('broken')\n", name="broken_import")
+        cases = [
+            ("no_such_module_for_tracemalloc:run",),
+            (f"{corpus.__name__}.leak_dict:no_such_function",),
+            ("not_callable:value",),
+            ("broken_import:run",),
+            (self.path("missing.py"),),
+            (":run",),
+            ("--rounds", "0", script),
+            ("--threshold", "lots", script),
+            ("--rounds", "3", "--min-rounds", "4", script),
+            (),
+        ]
+        for args in cases:
+            with self.subTest(args=args):
+                rc, out, err = self.tracemalloc_cli("leaks", *args)
+                self.assertEqual(rc, 2, err)
+                self.assertIn("usage: python -m tracemalloc leaks", err)
+                self.assertIn("error:", err)
+                self.assertNotIn("Traceback", err)
+
+    def test_leaks_target_failure(self):
+        script = self.script(self.LEAKY_SCRIPT)
+        rc, out, err = self.tracemalloc_cli("leaks", script, "--fail")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("RuntimeError: target failure", err)
+        self.assertIn("no verdict", err)
+        self.assertEqual(site_lines(err), [])
+
+        self.script("import sys\ndef run():\n    sys.exit(5)\n", name="ex")
+        rc, out, err = self.tracemalloc_cli("leaks", "ex:run")
+        self.assertEqual(rc, 2, err)
+
+    def test_run_command(self):
+        script = self.script("kept = [bytes(1000) for _ in range(100)]\n")
+        for command in (("run",), ()):
+            with self.subTest(command=command):
+                rc, out, err = self.tracemalloc_cli(*command, script)
+                self.assertEqual(rc, 0, err)
+                self.assertIn(f"#1: {script}:1:", err)
+
+    def make_snapshots(self):
+        """Write two snapshot files; the second has 5000 more bytes."""
+        frames_a = (("a.py", 1),)
+        frames_b = (("b.py", 2), ("a.py", 7))
+        old = tracemalloc.Snapshot([(0, 100, frames_a, 1),
+                                    (0, 1000, frames_b, 2)], 5)
+        new = tracemalloc.Snapshot([(0, 100, frames_a, 1),
+                                    (0, 1000, frames_b, 2),
+                                    (0, 5000, frames_b, 2)], 5)
+        old_path, new_path = self.path("old.snap"), self.path("new.snap")
+        old.dump(old_path)
+        new.dump(new_path)
+        return old_path, new_path
+
+    def test_top(self):
+        old_path, new_path = self.make_snapshots()
+        rc, out, err = self.tracemalloc_cli("top", new_path)
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        self.assertIn("3 traces", lines[0])
+        self.assertTrue(lines[1].startswith("#1: b.py:2: size=6000 B, "
+                                            "count=2"), out)
+        self.assertTrue(lines[2].startswith("#2: a.py:1: size=100 B"), out)
+
+        rc, out, err = self.tracemalloc_cli("top", "--group-by", "filename",
+                                            "--cumulative", new_path)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.splitlines()[1].startswith(
+            "#1: a.py: size=6100 B"), out)
+        rc, out, err = self.tracemalloc_cli("top", "--group-by", "traceback",
+                                            "--limit", "1", new_path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn('File "b.py", line 2', out)
+        self.assertNotIn("#2", out)
+
+    def test_diff(self):
+        old_path, new_path = self.make_snapshots()
+        rc, out, err = self.tracemalloc_cli("diff", old_path, new_path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(+5000 B)", out.splitlines()[0])
+        self.assertTrue(out.splitlines()[1].startswith(
+            "#1: b.py:2: size=6000 B (+5000 B), count=2 (+1)"), out)
+        rc, out, err = self.tracemalloc_cli("diff", "--fail-over", "4999",
+                                            old_path, new_path)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("over the limit", err)
+        rc, out, err = self.tracemalloc_cli("diff", "--fail-over", "5000",
+                                            old_path, new_path)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.tracemalloc_cli("diff", "--fail-over", "1K",
+                                            new_path, old_path)
+        self.assertEqual(rc, 0, err)      # shrinking never fails
+
+    def test_snapshot_file_errors(self):
+        old_path, new_path = self.make_snapshots()
+        garbage = self.path("garbage.snap")
+        with open(garbage, "wb") as file:
+            file.write(b"not a snapshot")
+        for args in [("top", self.path("missing.snap")),
+                     ("top", garbage),
+                     ("top", "--group-by", "traceback", "--cumulative",
+                      new_path),
+                     ("diff", old_path),
+                     ("diff", old_path, garbage),
+                     ("diff", "--fail-over", "-3", old_path, new_path),
+                     ("html", garbage)]:
+            with self.subTest(args=args):
+                rc, out, err = self.tracemalloc_cli(*args)
+                self.assertEqual(rc, 2, err)
+                self.assertIn("error:", err)
+                self.assertNotIn("Traceback", err)
+
+    def test_run_and_leaks_dump_for_top(self):
+        script = self.script("kept = [bytes(1000) for _ in range(100)]\n")
+        output = self.path("run.snap")
+        # Untraced at startup (an empty PYTHONTRACEMALLOC is ignored): the
+        # dump then holds little besides the script's memory.
+        rc, out, err = self.tracemalloc_cli("run", "-o", output, script,
+                                            PYTHONTRACEMALLOC="")
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.tracemalloc_cli("top", output)
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"#1: {script}:1:", out)
+
+    # html: the report itself is tracemalloc.htmlreport's; these tests
+    # check the command line's side with a stand-in module.
+
+    FAKE_HTMLREPORT = textwrap.dedent("""\
+        import sys, types
+        fake = types.ModuleType("tracemalloc.htmlreport")
+        def write_html(snapshot, path, *, base=None, title=None):
+            with open(path, "w") as file:
+                file.write(f"{len(snapshot.traces)} {base is not None} "
+                           f"{title}")
+        fake.write_html = write_html
+        sys.modules["tracemalloc.htmlreport"] = fake
+        import tracemalloc
+        tracemalloc.htmlreport = fake
+        from tracemalloc.__main__ import main
+        sys.argv[0] = "tracemalloc"
+        sys.exit(main(sys.argv[1:]))
+    """)
+
+    def run_with_fake_html(self, *args):
+        driver = self.script(self.FAKE_HTMLREPORT, name="html_driver")
+        return run_python(driver, *args, __cwd=self.directory)
+
+    def read(self, path):
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+
+    def test_html_command(self):
+        old_path, new_path = self.make_snapshots()
+        output = self.path("report.html")
+        rc, out, err = self.run_with_fake_html("html", new_path, "--base",
+                                               old_path, "-o", output)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.read(output), "3 True new.snap")
+        rc, out, err = self.run_with_fake_html("html", new_path)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.read(self.path("new.html")),
+                         "3 False new.snap")
+
+    def test_html_options_of_run_and_leaks(self):
+        script = self.script("kept = [bytes(1000) for _ in range(100)]\n")
+        output = self.path("run.html")
+        rc, out, err = self.run_with_fake_html("run", "--html", output,
+                                               script)
+        self.assertEqual(rc, 0, err)
+        count, has_base, title = self.read(output).split(" ", 2)
+        self.assertGreaterEqual(int(count), 100)
+        self.assertEqual(has_base, "True")
+        output = self.path("leaks.html")
+        rc, out, err = self.run_with_fake_html(
+            "leaks", "--html", output, f"{corpus.__name__}.leak_dict:run")
+        self.assertEqual(rc, 1, err)
+        count, has_base, title = self.read(output).split(" ", 2)
+        self.assertEqual(has_base, "True")
+        self.assertIn("leak_dict", title)
+
+    def test_html_without_the_report_module(self):
+        old_path, new_path = self.make_snapshots()
+        code = ("import sys; sys.modules['tracemalloc.htmlreport'] = None; "
+                "from tracemalloc.__main__ import main; "
+                f"sys.exit(main(['html', {new_path!r}]))")
+        rc, out, err = run_python("-c", code)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("HTML report is not available", err)
+        self.assertNotIn("Traceback", err)
+
+    @unittest.skipIf(importlib.util.find_spec("tracemalloc.htmlreport")
+                     is None, "tracemalloc.htmlreport is not there yet")
+    def test_html_real_report(self):
+        old_path, new_path = self.make_snapshots()
+        output = self.path("real.html")
+        rc, out, err = self.tracemalloc_cli("html", new_path, "--base",
+                                            old_path, "-o", output)
+        self.assertEqual(rc, 0, err)
+        self.assertGreater(os.path.getsize(output), 0)
+
+
+# --------------------------------------------------------------------------
+# 3. unittest
+
+def corpus_test_case(module, style):
+    """A unittest test case that runs *module*'s workload, leak checked in
+    the given *style* ('decorator' or 'mixin')."""
+    if style == "decorator":
+        class CorpusCase(unittest.TestCase):
+            @no_leaks
+            def test_workload(self):
+                module.run()
+    else:
+        class CorpusCase(LeakCheckMixin, unittest.TestCase):
+            def setUp(self):
+                self.scratch = [bytes(100) for _ in range(10)]
+
+            def tearDown(self):
+                del self.scratch
+
+            def test_workload(self):
+                module.run()
+    return CorpusCase("test_workload")
+
+
+def run_case(case):
+    result = unittest.TestResult()
+    case.run(result)
+    return result
+
+
+class CorpusUnittestTest(CorpusAssertions, unittest.TestCase):
+    def test_leaks(self):
+        for style in ("decorator", "mixin"):
+            for name in corpus.LEAKS:
+                with self.subTest(style=style, name=name):
+                    module = corpus_module(name)
+                    try:
+                        result = run_case(corpus_test_case(module, style))
+                    finally:
+                        module.reset()
+                    self.assertEqual(len(result.failures), 1,
+                                     result.errors)
+                    message = result.failures[0][1]
+                    self.assertIn("AssertionError", message)
+                    self.assertFirstSiteMarked(name, site_lines(message),
+                                               message)
+
+    def test_clean_workloads(self):
+        for style in ("decorator", "mixin"):
+            for name in corpus.CLEAN:
+                with self.subTest(style=style, name=name):
+                    module = corpus_module(name)
+                    result = run_case(corpus_test_case(module, style))
+                    self.assertTrue(result.wasSuccessful(),
+                                    result.failures + result.errors)
+
+
+class UnittestIntegrationTest(unittest.TestCase):
+    def test_mixin_runs_fixtures_each_round(self):
+        calls = []
+
+        class Case(LeakCheckMixin, unittest.TestCase):
+            leak_check_warmup = 1
+            leak_check_rounds = 2
+            leak_check_threshold = 10**6    # *calls* grows, by design
+
+            def setUp(self):
+                calls.append("setUp")
+                self.addCleanup(calls.append, "cleanup")
+
+            def tearDown(self):
+                calls.append("tearDown")
+
+            def test_it(self):
+                calls.append("test")
+
+            @skip_leak_check
+            def test_skipped(self):
+                calls.append("skipped")
+
+        self.assertTrue(run_case(Case("test_it")).wasSuccessful())
+        self.assertEqual(calls, ["setUp", "test",
+                                 "tearDown", "cleanup", "setUp", "test",
+                                 "tearDown", "cleanup", "setUp", "test",
+                                 "tearDown", "cleanup"])
+        calls.clear()
+        self.assertTrue(run_case(Case("test_skipped")).wasSuccessful())
+        self.assertEqual(calls, ["setUp", "skipped", "tearDown", "cleanup"])
+
+    def test_fixture_released_in_teardown_is_not_a_leak(self):
+        class Case(LeakCheckMixin, unittest.TestCase):
+            def setUp(self):
+                self.big = bytearray(10_000)
+
+            def tearDown(self):
+                self.big = None
+
+            def test_it(self):
+                self.big[0] = 1
+        self.assertTrue(run_case(Case("test_it")).wasSuccessful())
+
+    def test_decorator_options(self):
+        kept = []
+
+        class Case(unittest.TestCase):
+            @no_leaks(threshold=100_000)
+            def test_small_leak(self):
+                kept.append(bytes(100))
+
+            @no_leaks(rounds=3)
+            def test_leak(self):
+                kept.append(bytes(100))
+        self.assertTrue(run_case(Case("test_small_leak")).wasSuccessful())
+        result = run_case(Case("test_leak"))
+        self.assertEqual(len(result.failures), 1)
+        self.assertIn("of 3 rounds", result.failures[0][1])
+        self.assertIn("test_leak", result.failures[0][1])
+
+    def test_errors_are_errors(self):
+        class Case(unittest.TestCase):
+            @no_leaks
+            def test_error(self):
+                raise KeyError("boom")
+
+            @no_leaks
+            def test_failure(self):
+                self.assertEqual(1, 2)
+        result = run_case(Case("test_error"))
+        self.assertEqual(len(result.errors), 1)
+        result = run_case(Case("test_failure"))
+        self.assertEqual(len(result.failures), 1)
+        self.assertIn("1 != 2", result.failures[0][1])
+
+
+# --------------------------------------------------------------------------
+# 4. pytest (Debian's python3-pytest, pure Python, run by the fork)
+
+PYTEST_SITE = os.environ.get("TRACEMALLOC_TEST_PYTEST_PATH",
+                             "/usr/lib/python3/dist-packages")
+# Only the pure-Python packages that pytest needs: the directory also holds
+# compiled modules built for the system's Python.
+PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging",
+                   "attr", "attrs", "py.py", "exceptiongroup", "tomli")
+
+
+def pytest_path(directory):
+    """Make *directory* hold links to pytest and its dependencies only;
+    return it, or None when pytest is not installed."""
+    if not os.path.isdir(os.path.join(PYTEST_SITE, "_pytest")):
+        return None
+    os.makedirs(directory, exist_ok=True)
+    for name in PYTEST_PACKAGES:
+        source = os.path.join(PYTEST_SITE, name)
+        if os.path.exists(source):
+            os.symlink(source, os.path.join(directory, name))
+    return directory
+
+
+PYTEST_TESTS = textwrap.dedent("""\
+    import importlib
+    import pytest
+
+    CORPUS = {corpus!r}
+    NAMES = {names!r}
+
+    @pytest.mark.parametrize("name", NAMES)
+    def test_corpus(name):
+        importlib.import_module(CORPUS + "." + name).run()
+
+    @pytest.mark.tracemalloc_leaks(rounds=4)
+    def test_marked_leak(tmp_path):
+        importlib.import_module(CORPUS + ".leak_module_list").run()
+
+    @pytest.mark.tracemalloc_leaks
+    def test_marked_clean():
+        importlib.import_module(CORPUS + ".clean_json").run()
+
+    @pytest.mark.no_tracemalloc_leaks
+    def test_exempt():
+        importlib.import_module(CORPUS + ".leak_dict").run()
+""")
+
+
+class CorpusPytestTest(CorpusAssertions, unittest.TestCase):
+    def setUp(self):
+        self.directory = self.enterContext(os_helper.temp_dir())
+        path = pytest_path(os.path.join(self.directory, "site"))
+        if path is None:
+            self.skipTest(f"pytest is not installed (no _pytest in "
+                          f"{PYTEST_SITE}; on Debian: apt-get install "
+                          f"python3-pytest)")
+        self.pytest_site = path
+        names = [name for name in corpus.LEAKS + corpus.CLEAN
+                 if name != "leak_c_domain"
+                 or importlib.util.find_spec("_testcapi")]
+        self.names = names
+        script_helper.make_script(
+            self.directory, "test_corpus",
+            PYTEST_TESTS.format(corpus=corpus.__name__, names=names))
+
+    def pytest(self, *args):
+        paths = [LIB_DIRECTORY, self.pytest_site]
+        return run_python("-m", "pytest", "-p", "tracemalloc.pytest_plugin",
+                          "-p", "no:cacheprovider", "-q", "-rN",
+                          "--color=no", *args, "test_corpus.py",
+                          __cwd=self.directory,
+                          PYTHONPATH=os.pathsep.join(paths))
+
+    def summary(self, out):
+        """{test id: first site} from the plugin's end summary."""
+        lines = out.splitlines()
+        starts = [i for i, line in enumerate(lines)
+                  if re.search(r"tracemalloc: \d+ leaking tests?", line)]
+        self.assertEqual(len(starts), 1, out)
+        result = {}
+        nodeid = None
+        for line in lines[starts[0] + 1:]:
+            if line.startswith("test_corpus.py::"):
+                nodeid = line
+            elif nodeid is not None and site_lines(line.strip()):
+                result[nodeid] = site_lines(line.strip())[0]
+                nodeid = None
+            elif not line.startswith("    "):
+                break
+        return result
+
+    def test_option_checks_every_test(self):
+        rc, out, err = self.pytest("--tracemalloc-leaks")
+        self.assertEqual(rc, 1, out + err)
+        leaking = self.summary(out)
+        expected = {f"test_corpus.py::test_corpus[{name}]"
+                    for name in self.names if name.startswith("leak_")}
+        expected.add("test_corpus.py::test_marked_leak")
+        self.assertEqual(set(leaking), expected, out)
+        for nodeid, site in leaking.items():
+            name = nodeid.partition("[")[2].rstrip("]") or "leak_module_list"
+            with self.subTest(name=name):
+                self.assertFirstSiteMarked(name, [site], out)
+        # Each failure shows the whole report.
+        for name in self.names:
+            if name.startswith("leak_"):
+                filename, lineno = corpus.marked_line(name)
+                self.assertIn(f"{filename}:{lineno}: size=", out)
+        self.assertIn(f"{len(expected)} failed", out)
+
+    def test_marker_alone(self):
+        rc, out, err = self.pytest()
+        self.assertEqual(rc, 1, out + err)
+        self.assertEqual(set(self.summary(out)),
+                         {"test_corpus.py::test_marked_leak"})
+        self.assertIn("1 failed", out)
+        self.assertIn("of 4 rounds", out)
+
+    def test_options(self):
+        rc, out, err = self.pytest("--help")
+        self.assertEqual(rc, 0, err)
+        for option in ("--tracemalloc-leaks", "--tracemalloc-rounds",
+                       "--tracemalloc-warmup", "--tracemalloc-threshold"):
+            self.assertIn(option, out)
+        rc, out, err = self.pytest("--tracemalloc-leaks",
+                                   "--tracemalloc-threshold", "100000",
+                                   "-k", "not marked")
+        self.assertEqual(rc, 0, out + err)
+
+
+if __name__ == "__main__":
+    unittest.main()
