@@ -287,6 +287,86 @@ _tracemalloc__get_traces_impl(PyObject *module)
 }
 
 /*[clinic input]
+_tracemalloc._get_peak_traces
+
+The traces live when traced memory last reached its peak.
+
+Same format as _get_traces().  The engine keeps, for each traceback, the
+total size and number of blocks at the peak: each of those blocks is
+reported with the average size of its group (the remainder spread over
+the first ones), so that sizes and counts add up exactly per traceback.
+Private: use take_snapshot(peak=True).
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__get_peak_traces_impl(PyObject *module)
+/*[clinic end generated code: output=0bee13f407726f40 input=dd339a98b64cc998]*/
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return PyList_New(0);
+    }
+    _PyTraceMalloc_PeakGroup *groups;
+    size_t ngroups;
+    _PyTraceMalloc_CCTView view;
+    _PyTraceMalloc_SuspendThread();
+    PyObject *result = NULL;
+    if (_PyTraceMalloc_PeakCopy(&groups, &ngroups, &view) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    exporter ex;
+    if (exporter_init(&ex, &view, _Py_tracemalloc_config.max_nframe,
+                      1) < 0) {
+        exporter_fini(&ex);
+        free(groups);
+        goto done;
+    }
+    result = PyList_New(0);
+    for (size_t i = 0; result != NULL && i < ngroups; i++) {
+        _PyTraceMalloc_PeakGroup *g = &groups[i];
+        uint32_t total;
+        PyObject *frames = node_frames(&ex, g->node, &total);
+        if (frames == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        uint64_t base = g->size / g->count, extra = g->size % g->count;
+        /* Blocks of one group share their tuple: a peak of a million
+           blocks in a few places costs a few tuples. */
+        PyObject *bigger = NULL, *item = NULL;
+        if (extra) {
+            bigger = Py_BuildValue("(IKOI)", g->domain,
+                                   (unsigned long long)(base + 1), frames,
+                                   total);
+        }
+        if (g->count > extra) {
+            item = Py_BuildValue("(IKOI)", g->domain,
+                                 (unsigned long long)base, frames, total);
+        }
+        Py_DECREF(frames);
+        if ((extra && bigger == NULL) || (g->count > extra && item == NULL)) {
+            Py_XDECREF(bigger);
+            Py_XDECREF(item);
+            Py_CLEAR(result);
+            break;
+        }
+        for (uint32_t j = 0; j < g->count; j++) {
+            if (PyList_Append(result, j < extra ? bigger : item) < 0) {
+                Py_CLEAR(result);
+                break;
+            }
+        }
+        Py_XDECREF(bigger);
+        Py_XDECREF(item);
+    }
+    exporter_fini(&ex);
+    free(groups);
+done:
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
+/*[clinic input]
 _tracemalloc._get_object_traceback
 
     obj: object
@@ -414,6 +494,7 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
     _TRACEMALLOC__GET_TRACES_METHODDEF
+    _TRACEMALLOC__GET_PEAK_TRACES_METHODDEF
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     _TRACEMALLOC_START_METHODDEF
     _TRACEMALLOC_STOP_METHODDEF

@@ -59,6 +59,30 @@ _tracemalloc__get_traces(PyObject *module, PyObject *Py_UNUSED(ignored))
     return _tracemalloc__get_traces_impl(module);
 }
 
+PyDoc_STRVAR(_tracemalloc__get_peak_traces__doc__,
+"_get_peak_traces($module, /)\n"
+"--\n"
+"\n"
+"The traces live when traced memory last reached its peak.\n"
+"\n"
+"Same format as _get_traces().  The engine keeps, for each traceback, the\n"
+"total size and number of blocks at the peak: each of those blocks is\n"
+"reported with the average size of its group (the remainder spread over\n"
+"the first ones), so that sizes and counts add up exactly per traceback.\n"
+"Private: use take_snapshot(peak=True).");
+
+#define _TRACEMALLOC__GET_PEAK_TRACES_METHODDEF    \
+    {"_get_peak_traces", (PyCFunction)_tracemalloc__get_peak_traces, METH_NOARGS, _tracemalloc__get_peak_traces__doc__},
+
+static PyObject *
+_tracemalloc__get_peak_traces_impl(PyObject *module);
+
+static PyObject *
+_tracemalloc__get_peak_traces(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return _tracemalloc__get_peak_traces_impl(module);
+}
+
 PyDoc_STRVAR(_tracemalloc__get_object_traceback__doc__,
 "_get_object_traceback($module, obj, /)\n"
 "--\n"
@@ -200,4 +224,4 @@ _tracemalloc_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return _tracemalloc_reset_peak_impl(module);
 }
-/*[clinic end generated code: output=b927734251bfc32e input=a9049054013a1b77]*/
+/*[clinic end generated code: output=c37a78bbf2129958 input=a9049054013a1b77]*/
