@@ -482,17 +482,19 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
     _PyTraceMalloc_CCTView_unlocked(&view);
     PUTS(fd, "Memory block allocated at (most recent call first):\n");
     int limit = _Py_tracemalloc_config.max_nframe;
-    if (node == 0) {
-        PUTS(fd, "  File \"<unknown>\", line 0\n");
-    }
-    for (int i = 0; node != 0 && i < limit; i++) {
+    for (int i = 0; i < limit; i++) {
         _PyTraceMalloc_Node parent;
         int lineno, kind;
         uint32_t depth;
         const void *data;
         Py_ssize_t length;
-        _PyTraceMalloc_NodeInfo(&view, node, &parent, &lineno, &depth,
-                                &data, &kind, &length);
+        if (!_PyTraceMalloc_NodeInfo(&view, node, &parent, &lineno, &depth,
+                                     &data, &kind, &length)) {
+            if (i == 0) {
+                PUTS(fd, "  File \"<unknown>\", line 0\n");
+            }
+            break;
+        }
         PUTS(fd, "  File \"");
         if (data == NULL) {
             PUTS(fd, "<unknown>");

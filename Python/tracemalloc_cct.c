@@ -305,6 +305,14 @@ string_intern(PyObject *filename, int *nomem)
 
 /* ---- nodes -------------------------------------------------------------- */
 
+/* Per-thread attribution for free: every thread's call paths hang from a
+   root node of its own, (0, &thread_root_marker, native thread id), with
+   depth 0.  Exports stop before it (a path's frames are the nodes of depth
+   1 and more) and report it as the path's thread.  It is made on the slow
+   path only, when a thread's bottom frame fills its cache, so the hot path
+   pays nothing and no trace grows. */
+static cct_string thread_root_marker;
+
 static inline uint32_t
 node_hash(_PyTraceMalloc_Node parent, const cct_string *filename, int lineno)
 {
@@ -387,7 +395,8 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
     cct_node *n = node_at(id);
     n->parent = parent;
     n->lineno = lineno;
-    n->depth = parent ? node_at(parent)->depth + 1 : 1;
+    n->depth = parent ? node_at(parent)->depth + 1
+                      : (filename == &thread_root_marker ? 0 : 1);
     n->hash = hash;
     n->filename = filename;
     memset(&n->totals, 0, sizeof(n->totals));
@@ -399,6 +408,34 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
     }
     cct.node_index[i] = id;
     return id;
+}
+
+/* The root node of TSTATE's call paths; 0 with *nomem set on failure. */
+static _Thread_local struct {
+    PyThreadState *tstate;
+    uint32_t generation;
+    _PyTraceMalloc_Node node;
+} thread_root_cache;
+
+static _PyTraceMalloc_Node
+thread_root(PyThreadState *tstate, int *nomem)
+{
+    /* Cached per thread: allocations without any Python frame (C code
+       holding a thread state) ask for it every time. */
+    if (thread_root_cache.tstate == tstate
+        && thread_root_cache.generation == _PyTraceMalloc_cct_generation) {
+        return thread_root_cache.node;
+    }
+    /* Linux thread ids fit in an int (pid_max is at most 2**22). */
+    int tid = (int)(tstate->native_thread_id & INT_MAX);
+    _PyTraceMalloc_Node node = node_intern(0, &thread_root_marker, tid,
+                                           nomem);
+    if (!*nomem) {
+        thread_root_cache.tstate = tstate;
+        thread_root_cache.generation = _PyTraceMalloc_cct_generation;
+        thread_root_cache.node = node;
+    }
+    return node;
 }
 
 /* ---- peak ---------------------------------------------------------------
@@ -756,7 +793,8 @@ skip_incomplete(_PyInterpreterFrame *frame)
    bottom), then fill the caches on the way back down: each frame is decoded
    once per linking, never once per allocation. */
 Py_NO_INLINE static _PyTraceMalloc_Node
-current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
+current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
+                  uint64_t generation)
 {
     int nomem = 0;
     _PyInterpreterFrame *inline_pending[PENDING_INLINE];
@@ -764,9 +802,11 @@ current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
     size_t npending = 0, cap = PENDING_INLINE;
     _PyInterpreterFrame *f = frame;
     _PyTraceMalloc_Node node = 0;
+    int at_bottom = 1;
     while (f != NULL) {
         if ((f->tracemalloc_parent & ~(uint64_t)UINT32_MAX) == generation) {
             node = frame_node((uint32_t)f->tracemalloc_parent, f, &nomem);
+            at_bottom = 0;
             break;
         }
         if (npending == cap) {
@@ -785,6 +825,9 @@ current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
         }
         pending[npending++] = f;
         f = skip_incomplete(f->previous);
+    }
+    if (at_bottom && !nomem) {
+        node = thread_root(tstate, &nomem);
     }
     while (!nomem && npending > 0) {
         f = pending[--npending];
@@ -808,11 +851,15 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     _PyInterpreterFrame *frame = skip_incomplete(
         tstate->cframe->current_frame);
     if (frame == NULL) {
-        return 0;
+        /* No Python frame (a C thread, or before the first frame): the
+           empty traceback, of this thread. */
+        int nomem = 0;
+        _PyTraceMalloc_Node root = thread_root(tstate, &nomem);
+        return nomem ? UINT32_MAX : root;
     }
     uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
     if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX) != generation) {
-        return current_node_slow(frame, generation);
+        return current_node_slow(tstate, frame, generation);
     }
     int nomem = 0;
     _PyTraceMalloc_Node node = frame_node((uint32_t)frame->tracemalloc_parent,
@@ -1227,6 +1274,9 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
         return 0;
     }
     const cct_node *n = node_in((cct_node *const *)view->chunks, node);
+    if (n->depth == 0) {
+        return 0;       /* a thread's root: the empty traceback */
+    }
     *parent = n->parent;
     *lineno = n->lineno;
     *depth = n->depth;
@@ -1241,6 +1291,22 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
         *length = 0;
     }
     return 1;
+}
+
+/* The native id of the thread whose paths NODE's path hangs from, 0 when
+   none (node 0: a thread without a Python thread state). */
+unsigned long
+_PyTraceMalloc_NodeThread(const _PyTraceMalloc_CCTView *view,
+                          _PyTraceMalloc_Node node)
+{
+    while (node != 0) {
+        const cct_node *n = node_in((cct_node *const *)view->chunks, node);
+        if (n->depth == 0) {
+            return (unsigned long)n->lineno;
+        }
+        node = n->parent;
+    }
+    return 0;
 }
 
 void

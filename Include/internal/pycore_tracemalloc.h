@@ -148,6 +148,9 @@ typedef struct {
 extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
                                    size_t *count,
                                    _PyTraceMalloc_CCTView *view);
+/* The native id of the thread whose call paths NODE belongs to, or 0. */
+extern unsigned long _PyTraceMalloc_NodeThread(
+    const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node);
 /* Current generation of frame caches (bumped by every reset). */
 extern uint32_t _PyTraceMalloc_cct_generation;
 

@@ -105,7 +105,7 @@ class PeakOracleTest(unittest.TestCase):
             live[index] = kind
 
     def check(self, oracle, nops):
-        peak_traces = _tracemalloc._get_peak_traces()
+        peak_traces = _tracemalloc._get_traces_ex(peak=True)
         current, peak = tracemalloc.get_traced_memory()
         self.assertEqual(peak, oracle.peak)
         self.assertEqual(sum(t[1] for t in peak_traces), peak)
