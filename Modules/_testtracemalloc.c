@@ -194,7 +194,184 @@ raw_backed_allocation(PyObject *module, PyObject *arg)
                          result[3]);
 }
 
+/* Single allocator operations for the peak oracle: each call does exactly
+   one malloc, calloc, realloc or free (or a track/untrack), so that a test
+   whose own Python code runs untraced (suspend()) knows that the traced
+   size moved once, in one direction (a growing realloc: down, then up
+   past where it was). */
+#define NBLOCKS 4096
+static struct {
+    void *ptr;
+    int kind;
+} blocks[NBLOCKS];
+
+enum { KIND_RAW, KIND_MEM, KIND_OBJ, KIND_TRACK };
+#define TRACK_DOMAIN 7
+
+PyDoc_STRVAR(alloc_op_doc,
+"alloc_op($module, op, index, size, kind, /)\n--\n\n"
+"op: 'malloc', 'calloc', 'realloc' or 'free' on block INDEX (0-4095)\n"
+"with the allocator of KIND: 0 raw (called without the GIL), 1 mem,\n"
+"2 obj, 3 PyTraceMalloc_Track() in domain 7 (a made-up address).\n"
+"The operation is traced even if this thread is suspended (once).");
+
+static PyObject *
+alloc_op(PyObject *module, PyObject *args)
+{
+    const char *op;
+    int index, kind;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "sini:alloc_op", &op, &index, &size,
+                          &kind)) {
+        return NULL;
+    }
+    if (index < 0 || index >= NBLOCKS || size < 0 || size > (1 << 24)
+        || kind < KIND_RAW || kind > KIND_TRACK) {
+        PyErr_SetString(PyExc_ValueError, "argument out of range");
+        return NULL;
+    }
+    int is_free = strcmp(op, "free") == 0;
+    int is_realloc = strcmp(op, "realloc") == 0;
+    int is_calloc = strcmp(op, "calloc") == 0;
+    if (!is_free && !is_realloc && !is_calloc && strcmp(op, "malloc")) {
+        PyErr_SetString(PyExc_ValueError, "unknown op");
+        return NULL;
+    }
+    void *ptr = blocks[index].ptr;
+    if ((ptr == NULL) != (!is_free && !is_realloc)) {
+        PyErr_SetString(PyExc_ValueError, ptr ? "block in use"
+                                              : "no such block");
+        return NULL;
+    }
+    if (ptr != NULL) {
+        kind = blocks[index].kind;
+    }
+    void *res = NULL;
+    int failed = 0;
+    int suspended = _PyTraceMalloc_ResumeThread();
+    switch (kind) {
+    case KIND_RAW:
+        Py_BEGIN_ALLOW_THREADS
+        if (is_free) {
+            PyMem_RawFree(ptr);
+        }
+        else if (is_realloc) {
+            res = PyMem_RawRealloc(ptr, size);
+        }
+        else if (is_calloc) {
+            res = PyMem_RawCalloc(1, size);
+        }
+        else {
+            res = PyMem_RawMalloc(size);
+        }
+        Py_END_ALLOW_THREADS
+        break;
+    case KIND_MEM:
+        if (is_free) {
+            PyMem_Free(ptr);
+        }
+        else if (is_realloc) {
+            res = PyMem_Realloc(ptr, size);
+        }
+        else {
+            res = is_calloc ? PyMem_Calloc(1, size) : PyMem_Malloc(size);
+        }
+        break;
+    case KIND_OBJ:
+        if (is_free) {
+            PyObject_Free(ptr);
+        }
+        else if (is_realloc) {
+            res = PyObject_Realloc(ptr, size);
+        }
+        else {
+            res = is_calloc ? PyObject_Calloc(1, size)
+                            : PyObject_Malloc(size);
+        }
+        break;
+    case KIND_TRACK: {
+        uintptr_t addr = ptr ? (uintptr_t)ptr
+                             : ((uintptr_t)0x10000 + (uintptr_t)index * 64);
+        if (is_free) {
+            failed = PyTraceMalloc_Untrack(TRACK_DOMAIN, addr) < 0;
+        }
+        else {
+            failed = PyTraceMalloc_Track(TRACK_DOMAIN, addr,
+                                         (size_t)size) < 0;
+            res = (void *)addr;
+        }
+        break;
+    }
+    }
+    if (suspended) {
+        _PyTraceMalloc_SuspendThread();
+    }
+    if (is_free) {
+        blocks[index].ptr = NULL;
+    }
+    else if (res == NULL || failed) {
+        /* A failed realloc keeps the old block. */
+        return PyErr_NoMemory();
+    }
+    else {
+        blocks[index].ptr = res;
+        blocks[index].kind = kind;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(free_all_doc,
+"free_all($module, /)\n--\n\n"
+"Free every block left by alloc_op().");
+
+static PyObject *
+free_all(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    for (int i = 0; i < NBLOCKS; i++) {
+        void *ptr = blocks[i].ptr;
+        if (ptr == NULL) {
+            continue;
+        }
+        switch (blocks[i].kind) {
+        case KIND_RAW: PyMem_RawFree(ptr); break;
+        case KIND_MEM: PyMem_Free(ptr); break;
+        case KIND_OBJ: PyObject_Free(ptr); break;
+        case KIND_TRACK:
+            (void)PyTraceMalloc_Untrack(TRACK_DOMAIN, (uintptr_t)ptr);
+            break;
+        }
+        blocks[i].ptr = NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(suspend_doc,
+"suspend($module, /)\n--\n\n"
+"Leave this thread's allocations untraced until resume() (nests).");
+
+static PyObject *
+suspend(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    _PyTraceMalloc_SuspendThread();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(resume_doc,
+"resume($module, /)\n--\n\n"
+"Undo one suspend().");
+
+static PyObject *
+resume(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    _PyTraceMalloc_ResumeThread();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"alloc_op", alloc_op, METH_VARARGS, alloc_op_doc},
+    {"free_all", free_all, METH_NOARGS, free_all_doc},
+    {"suspend", suspend, METH_NOARGS, suspend_doc},
+    {"resume", resume, METH_NOARGS, resume_doc},
     {"raw_backed_allocation", raw_backed_allocation, METH_O,
      raw_backed_allocation_doc},
     {"check_consistency", check_consistency, METH_NOARGS,

@@ -131,20 +131,20 @@ node_frame(exporter *ex, _PyTraceMalloc_Node node, _PyTraceMalloc_Node *parent)
 static PyObject *
 node_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
 {
-    if (node == 0) {
+    _PyTraceMalloc_Node parent;
+    int lineno, kind;
+    uint32_t depth;
+    const void *data;
+    Py_ssize_t length;
+    if (!_PyTraceMalloc_NodeInfo(&ex->view, node, &parent, &lineno, &depth,
+                                 &data, &kind, &length)) {
+        /* No frame (node 0, or only a thread's root): like upstream. */
         *total = 1;
         if (ex->unknown_frames == NULL) {
             ex->unknown_frames = Py_BuildValue("((si))", "<unknown>", 0);
         }
         return Py_XNewRef(ex->unknown_frames);
     }
-    _PyTraceMalloc_Node parent;
-    int lineno, kind;
-    uint32_t depth;
-    const void *data;
-    Py_ssize_t length;
-    _PyTraceMalloc_NodeInfo(&ex->view, node, &parent, &lineno, &depth,
-                            &data, &kind, &length);
     *total = depth < UINT16_MAX ? depth : UINT16_MAX;
     if (ex->traceback_by_node != NULL && ex->traceback_by_node[node] != NULL) {
         return Py_NewRef(ex->traceback_by_node[node]);
@@ -185,7 +185,7 @@ _PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
 
 static PyObject *
 build_traces(_PyTraceMalloc_TraceCopy *traces, size_t count,
-             const _PyTraceMalloc_CCTView *view)
+             const _PyTraceMalloc_CCTView *view, int threads)
 {
     exporter ex;
     PyObject *result = NULL;
@@ -203,9 +203,17 @@ build_traces(_PyTraceMalloc_TraceCopy *traces, size_t count,
             Py_CLEAR(result);
             goto done;
         }
-        PyObject *item = Py_BuildValue("(InNI)", traces[i].domain,
-                                       (Py_ssize_t)traces[i].size, frames,
-                                       total);
+        PyObject *item;
+        if (threads) {
+            item = Py_BuildValue(
+                "(InNIk)", traces[i].domain, (Py_ssize_t)traces[i].size,
+                frames, total,
+                _PyTraceMalloc_NodeThread(&ex.view, traces[i].node));
+        }
+        else {
+            item = Py_BuildValue("(InNI)", traces[i].domain,
+                                 (Py_ssize_t)traces[i].size, frames, total);
+        }
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -279,8 +287,122 @@ _tracemalloc__get_traces_impl(PyObject *module)
         PyErr_NoMemory();
     }
     else {
-        result = build_traces(traces, count, &view);
+        result = build_traces(traces, count, &view, 0);
         free(traces);
+    }
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
+/* The peak's traces: each group's blocks get the average size of the
+   group (the remainder spread over the first ones), so that sizes and
+   counts add up exactly per traceback; the blocks of one group share their
+   tuples. */
+static PyObject *
+build_peak_traces(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
+                  const _PyTraceMalloc_CCTView *view, int threads)
+{
+    exporter ex;
+    PyObject *result = NULL;
+    if (exporter_init(&ex, view, _Py_tracemalloc_config.max_nframe, 1) < 0) {
+        goto done;
+    }
+    result = PyList_New(0);
+    for (size_t i = 0; result != NULL && i < ngroups; i++) {
+        _PyTraceMalloc_PeakGroup *g = &groups[i];
+        uint32_t total;
+        PyObject *frames = node_frames(&ex, g->node, &total);
+        if (frames == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        unsigned long thread = _PyTraceMalloc_NodeThread(&ex.view, g->node);
+        uint64_t base = g->size / g->count, extra = g->size % g->count;
+        PyObject *items[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            uint64_t size = base + (k == 0);
+            if ((k == 0 && extra == 0) || (k == 1 && g->count == extra)) {
+                continue;
+            }
+            items[k] = threads
+                ? Py_BuildValue("(IKOIk)", g->domain,
+                                (unsigned long long)size, frames, total,
+                                thread)
+                : Py_BuildValue("(IKOI)", g->domain,
+                                (unsigned long long)size, frames, total);
+            if (items[k] == NULL) {
+                Py_CLEAR(result);
+            }
+        }
+        Py_DECREF(frames);
+        for (uint32_t j = 0; result != NULL && j < g->count; j++) {
+            if (PyList_Append(result, items[j < extra ? 0 : 1]) < 0) {
+                Py_CLEAR(result);
+            }
+        }
+        Py_XDECREF(items[0]);
+        Py_XDECREF(items[1]);
+    }
+done:
+    exporter_fini(&ex);
+    return result;
+}
+
+/*[clinic input]
+_tracemalloc._get_traces_ex
+
+    *
+    peak: bool = False
+    threads: bool = False
+
+Like _get_traces(), with the fork's additions.
+
+With peak=True, the traces live when traced memory last reached its peak
+(since tracing started or reset_peak()): exact sizes and counts per
+traceback; each block gets the average size of its traceback's blocks.
+With threads=True, each tuple has a fifth item: the native id of the
+thread that allocated the block (0 if unknown).
+Private: use take_snapshot(peak=..., threads=...).
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__get_traces_ex_impl(PyObject *module, int peak, int threads)
+/*[clinic end generated code: output=0b520b99635114ec input=f0f3bd0ffda752aa]*/
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        return PyList_New(0);
+    }
+    _PyTraceMalloc_CCTView view;
+    PyObject *result = NULL;
+    /* The export's own objects are not the user's memory. */
+    _PyTraceMalloc_SuspendThread();
+    if (peak) {
+        _PyTraceMalloc_PeakGroup *groups;
+        size_t ngroups;
+        if (_PyTraceMalloc_PeakCopy(&groups, &ngroups, &view) < 0) {
+            PyErr_NoMemory();
+        }
+        else {
+            result = build_peak_traces(groups, ngroups, &view, threads);
+            free(groups);
+        }
+    }
+    else {
+        _PyTraceMalloc_TraceCopy *traces;
+        size_t count;
+        int res = _PyTraceMalloc_StoreCopy(&traces, &count, &view);
+        if (res == -2) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "tracemalloc: trace count mismatch; the trace "
+                            "store is inconsistent");
+        }
+        else if (res < 0) {
+            PyErr_NoMemory();
+        }
+        else {
+            result = build_traces(traces, count, &view, threads);
+            free(traces);
+        }
     }
     _PyTraceMalloc_ResumeThread();
     return result;
@@ -414,6 +536,7 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
     _TRACEMALLOC__GET_TRACES_METHODDEF
+    _TRACEMALLOC__GET_TRACES_EX_METHODDEF
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     _TRACEMALLOC_START_METHODDEF
     _TRACEMALLOC_STOP_METHODDEF

@@ -34,17 +34,20 @@
    Py_tss_t API is a function call and a lookup). */
 static _Thread_local int tm_untraced_depth;
 
-void
+int
 _PyTraceMalloc_SuspendThread(void)
 {
-    tm_untraced_depth++;
+    return tm_untraced_depth++;
 }
 
-void
+int
 _PyTraceMalloc_ResumeThread(void)
 {
-    assert(tm_untraced_depth > 0);
-    tm_untraced_depth--;
+    int depth = tm_untraced_depth;
+    if (depth > 0) {
+        tm_untraced_depth--;
+    }
+    return depth;
 }
 
 /* Enter the engine from a hook.  GIL_HELD is 1 for the mem and obj
@@ -277,13 +280,14 @@ _PyTraceMalloc_NewReference(PyObject *op)
     cct_maybe_compact();
     /* Objects allocated before tracing started have no trace: find the
        trace first, and compute the traceback only for traced objects. */
+    size_t size;
     uint32_t *ref = _PyTraceMalloc_StoreNodeRef_unlocked(
-        _PyTraceMalloc_DEFAULT_DOMAIN, ptr);
+        _PyTraceMalloc_DEFAULT_DOMAIN, ptr, &size);
     if (ref != NULL) {
         _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(
             _PyThreadState_GET());
         if (node != UINT32_MAX) {
-            _PyTraceMalloc_StoreWriteNode(ref, node);
+            _PyTraceMalloc_StoreRetrace_unlocked(ref, size, node);
             found = 1;
         }
     }
@@ -478,17 +482,19 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
     _PyTraceMalloc_CCTView_unlocked(&view);
     PUTS(fd, "Memory block allocated at (most recent call first):\n");
     int limit = _Py_tracemalloc_config.max_nframe;
-    if (node == 0) {
-        PUTS(fd, "  File \"<unknown>\", line 0\n");
-    }
-    for (int i = 0; node != 0 && i < limit; i++) {
+    for (int i = 0; i < limit; i++) {
         _PyTraceMalloc_Node parent;
         int lineno, kind;
         uint32_t depth;
         const void *data;
         Py_ssize_t length;
-        _PyTraceMalloc_NodeInfo(&view, node, &parent, &lineno, &depth,
-                                &data, &kind, &length);
+        if (!_PyTraceMalloc_NodeInfo(&view, node, &parent, &lineno, &depth,
+                                     &data, &kind, &length)) {
+            if (i == 0) {
+                PUTS(fd, "  File \"<unknown>\", line 0\n");
+            }
+            break;
+        }
         PUTS(fd, "  File \"");
         if (data == NULL) {
             PUTS(fd, "<unknown>");

@@ -53,13 +53,33 @@ typedef struct cct_string {
     char data[];
 } cct_string;
 
+/* What the live traces naming one node (in one domain) add up to, now and
+   when traced memory last reached its peak (see "peak" below). */
+typedef struct {
+    uint64_t live_size;
+    uint64_t peak_size;
+    uint32_t live_count;
+    uint32_t peak_count;
+} cct_totals;
+
 typedef struct {
     _PyTraceMalloc_Node parent;
     int lineno;
     uint32_t depth;             /* frames on the path, this one included */
     uint32_t hash;
     const cct_string *filename; /* NULL: not a str, reported '<unknown>' */
+    cct_totals totals;          /* traces of the default domain */
+    uint32_t dirty;             /* totals changed since the last peak */
 } cct_node;
+
+/* Totals of the traces of the other domains (PyTraceMalloc_Track()), by
+   (domain, node): few, so one open-addressing table. */
+typedef struct {
+    unsigned int domain;        /* with node == UINT32_MAX: empty */
+    _PyTraceMalloc_Node node;
+    uint32_t dirty;
+    cct_totals totals;
+} cct_domain_totals;
 
 #define CHUNK0_BITS 10
 /* 1024 * (2**22 - 1) nodes at most */
@@ -107,6 +127,17 @@ static struct {
     size_t memory;
     int pins;                   /* exporters reading nodes without the lock */
     cct_storage *graveyard;     /* storage to free when pins drops to 0 */
+    /* Peak tracking (see "peak" below) */
+    cct_totals empty_totals;    /* the empty traceback (node 0) */
+    uint32_t empty_dirty;
+    _PyTraceMalloc_Node *dirty; /* nodes whose totals changed: room for */
+    size_t dirty_cap;           /* every node, so a push cannot fail */
+    size_t ndirty;
+    cct_domain_totals *domains; /* open addressing, capacity mask + 1 */
+    size_t domains_mask;
+    size_t ndomains;
+    uint32_t *domains_dirty;    /* indexes into `domains`, room for all */
+    size_t ndomains_dirty;
     /* Statistics, for the tests and benchmarks */
     uint64_t cache_misses;
     uint64_t compactions;
@@ -133,6 +164,29 @@ node_at(_PyTraceMalloc_Node id)
     return node_in(cct.storage.chunks, id);
 }
 
+/* One past the last node id of chunk K. */
+static inline size_t
+chunk_end_id(int k)
+{
+    return ((size_t)1 << (CHUNK0_BITS + k + 1)) - ((size_t)1 << CHUNK0_BITS);
+}
+
+static int
+dirty_reserve(size_t need)
+{
+    if (need <= cct.dirty_cap) {
+        return 0;
+    }
+    _PyTraceMalloc_Node *dirty = realloc(cct.dirty, need * sizeof(*dirty));
+    if (dirty == NULL) {
+        return -1;
+    }
+    cct.memory += (need - cct.dirty_cap) * sizeof(*dirty);
+    cct.dirty = dirty;
+    cct.dirty_cap = need;
+    return 0;
+}
+
 static int
 node_reserve(_PyTraceMalloc_Node id)
 {
@@ -147,7 +201,9 @@ node_reserve(_PyTraceMalloc_Node id)
         }
         cct.memory += n * sizeof(cct_node);
     }
-    return 0;
+    /* The dirty list has room for every node id the chunks hold, so that
+       marking a node dirty never fails. */
+    return dirty_reserve(chunk_end_id(k));
 }
 
 /* ---- filenames ---------------------------------------------------------- */
@@ -249,6 +305,14 @@ string_intern(PyObject *filename, int *nomem)
 
 /* ---- nodes -------------------------------------------------------------- */
 
+/* Per-thread attribution for free: every thread's call paths hang from a
+   root node of its own, (0, &thread_root_marker, native thread id), with
+   depth 0.  Exports stop before it (a path's frames are the nodes of depth
+   1 and more) and report it as the path's thread.  It is made on the slow
+   path only, when a thread's bottom frame fills its cache, so the hot path
+   pays nothing and no trace grows. */
+static cct_string thread_root_marker;
+
 static inline uint32_t
 node_hash(_PyTraceMalloc_Node parent, const cct_string *filename, int lineno)
 {
@@ -331,9 +395,12 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
     cct_node *n = node_at(id);
     n->parent = parent;
     n->lineno = lineno;
-    n->depth = parent ? node_at(parent)->depth + 1 : 1;
+    n->depth = parent ? node_at(parent)->depth + 1
+                      : (filename == &thread_root_marker ? 0 : 1);
     n->hash = hash;
     n->filename = filename;
+    memset(&n->totals, 0, sizeof(n->totals));
+    n->dirty = 0;
     cct.nnodes++;
     size_t i = hash & cct.node_index_mask;
     while (cct.node_index[i] != 0) {
@@ -341,6 +408,323 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
     }
     cct.node_index[i] = id;
     return id;
+}
+
+/* The root node of TSTATE's call paths; 0 with *nomem set on failure. */
+static _Thread_local struct {
+    PyThreadState *tstate;
+    uint32_t generation;
+    _PyTraceMalloc_Node node;
+} thread_root_cache;
+
+static _PyTraceMalloc_Node
+thread_root(PyThreadState *tstate, int *nomem)
+{
+    /* Cached per thread: allocations without any Python frame (C code
+       holding a thread state) ask for it every time. */
+    if (thread_root_cache.tstate == tstate
+        && thread_root_cache.generation == _PyTraceMalloc_cct_generation) {
+        return thread_root_cache.node;
+    }
+    /* Linux thread ids fit in an int (pid_max is at most 2**22). */
+    int tid = (int)(tstate->native_thread_id & INT_MAX);
+    _PyTraceMalloc_Node node = node_intern(0, &thread_root_marker, tid,
+                                           nomem);
+    if (!*nomem) {
+        thread_root_cache.tstate = tstate;
+        thread_root_cache.generation = _PyTraceMalloc_cct_generation;
+        thread_root_cache.node = node;
+    }
+    return node;
+}
+
+/* ---- peak ---------------------------------------------------------------
+ *
+ * take_snapshot(peak=True) reports what was live when traced memory last
+ * reached its peak.  Each node keeps the totals (size, count) of the live
+ * traces that name it, and the same totals as they were at the peak.  A
+ * node whose live totals change is pushed on a dirty list (once).  When the
+ * traced size passes its peak, `peak_pending` says that the live totals are
+ * the peak now; the first decrease after that (a free, a re-trace) first
+ * copies the live totals of the dirty nodes to their peak totals: the nodes
+ * not on the list have not changed since the last copy.  Each change is
+ * copied at most once, so the cost is amortised O(1) per traced operation,
+ * whatever the number of nodes (Fil's lazy copy at the peak, made
+ * incremental).  Traces of the other domains keep the same totals by
+ * (domain, node) in a small table.
+ */
+
+static inline cct_totals *
+node_totals(_PyTraceMalloc_Node node, uint32_t **dirty)
+{
+    if (node == 0) {
+        *dirty = &cct.empty_dirty;
+        return &cct.empty_totals;
+    }
+    cct_node *n = node_at(node);
+    *dirty = &n->dirty;
+    return &n->totals;
+}
+
+static size_t
+domain_totals_hash(unsigned int domain, _PyTraceMalloc_Node node)
+{
+    uint64_t x = ((uint64_t)domain << 32 | node) * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(x >> 24);
+}
+
+/* Move every entry of the domain totals into TABLE and DIRTY (CAP entries
+   each, allocated by the caller): never fails. */
+static void
+domain_totals_rebuild_into(cct_domain_totals *table, uint32_t *dirty,
+                           size_t cap)
+{
+    for (size_t i = 0; i < cap; i++) {
+        table[i].node = UINT32_MAX;
+    }
+    size_t ndirty = 0, n = 0;
+    if (cct.domains != NULL) {
+        for (size_t i = 0; i <= cct.domains_mask; i++) {
+            cct_domain_totals *e = &cct.domains[i];
+            if (e->node == UINT32_MAX) {
+                continue;
+            }
+            size_t j = domain_totals_hash(e->domain, e->node) & (cap - 1);
+            while (table[j].node != UINT32_MAX) {
+                j = (j + 1) & (cap - 1);
+            }
+            table[j] = *e;
+            n++;
+            if (e->dirty) {
+                dirty[ndirty++] = (uint32_t)j;
+            }
+        }
+        cct.memory -= (cct.domains_mask + 1)
+                      * (sizeof(*table) + sizeof(*dirty));
+    }
+    free(cct.domains);
+    free(cct.domains_dirty);
+    cct.domains = table;
+    cct.domains_dirty = dirty;
+    cct.ndomains = n;
+    cct.ndomains_dirty = ndirty;
+    cct.domains_mask = cap - 1;
+    cct.memory += cap * (sizeof(*table) + sizeof(*dirty));
+}
+
+static int
+domain_totals_alloc(size_t cap, cct_domain_totals **table, uint32_t **dirty)
+{
+    *table = _PyTraceMalloc_RawAlloc(cap * sizeof(**table), 0);
+    *dirty = _PyTraceMalloc_RawAlloc(cap * sizeof(**dirty), 0);
+    if (*table == NULL || *dirty == NULL) {
+        free(*table);
+        free(*dirty);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+domain_totals_rebuild(size_t cap)
+{
+    cct_domain_totals *table;
+    uint32_t *dirty;
+    if (domain_totals_alloc(cap, &table, &dirty) < 0) {
+        return -1;
+    }
+    domain_totals_rebuild_into(table, dirty, cap);
+    return 0;
+}
+
+/* The totals of (DOMAIN, NODE), created if needed; NULL when out of
+   memory (the trace is then refused, like any bookkeeping failure). */
+static cct_totals *
+domain_totals(unsigned int domain, _PyTraceMalloc_Node node, int create,
+              uint32_t **dirty)
+{
+    if (cct.domains == NULL || (create
+            && (cct.ndomains + 1) * 2 > cct.domains_mask + 1)) {
+        if (!create) {
+            return NULL;
+        }
+        size_t cap = cct.domains ? (cct.domains_mask + 1) * 2 : 64;
+        if (domain_totals_rebuild(cap) < 0) {
+            return NULL;
+        }
+    }
+    size_t i = domain_totals_hash(domain, node) & cct.domains_mask;
+    for (;;) {
+        cct_domain_totals *e = &cct.domains[i];
+        if (e->node == node && e->domain == domain) {
+            break;
+        }
+        if (e->node == UINT32_MAX) {
+            if (!create) {
+                return NULL;
+            }
+            memset(e, 0, sizeof(*e));
+            e->domain = domain;
+            e->node = node;
+            cct.ndomains++;
+            break;
+        }
+        i = (i + 1) & cct.domains_mask;
+    }
+    *dirty = &cct.domains[i].dirty;
+    return &cct.domains[i].totals;
+}
+
+static inline void
+mark_dirty(unsigned int domain, _PyTraceMalloc_Node node, uint32_t *dirty)
+{
+    if (*dirty) {
+        return;
+    }
+    *dirty = 1;
+    if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+        cct_domain_totals *e = (cct_domain_totals *)(
+            (char *)dirty - offsetof(cct_domain_totals, dirty));
+        cct.domains_dirty[cct.ndomains_dirty++] = (uint32_t)(e - cct.domains);
+    }
+    else if (node != 0) {
+        cct.dirty[cct.ndirty++] = node;
+    }
+    /* The empty traceback's totals are committed by their flag alone. */
+}
+
+/* Copy the live totals of every node changed since the last copy to its
+   peak totals: the live state is the peak. */
+Py_NO_INLINE static void
+cct_peak_commit(void)
+{
+    for (size_t i = 0; i < cct.ndirty; i++) {
+        uint32_t *dirty;
+        cct_totals *t = node_totals(cct.dirty[i], &dirty);
+        t->peak_size = t->live_size;
+        t->peak_count = t->live_count;
+        *dirty = 0;
+    }
+    cct.ndirty = 0;
+    if (cct.empty_dirty) {
+        cct.empty_totals.peak_size = cct.empty_totals.live_size;
+        cct.empty_totals.peak_count = cct.empty_totals.live_count;
+        cct.empty_dirty = 0;
+    }
+    for (size_t i = 0; i < cct.ndomains_dirty; i++) {
+        cct_domain_totals *e = &cct.domains[cct.domains_dirty[i]];
+        e->totals.peak_size = e->totals.live_size;
+        e->totals.peak_count = e->totals.live_count;
+        e->dirty = 0;
+    }
+    cct.ndomains_dirty = 0;
+    tm_store.peak_pending = 0;
+}
+
+/* Before any decrease of a node's totals. */
+static inline void
+cct_peak_before_decrease(void)
+{
+    if (tm_store.peak_pending) {
+        cct_peak_commit();
+    }
+}
+
+/* A trace of SIZE naming (DOMAIN, NODE) is added: 0, or -1 when out of
+   memory (another domain's first trace at NODE). */
+static inline int
+cct_account_add(unsigned int domain, _PyTraceMalloc_Node node, size_t size)
+{
+    uint32_t *dirty;
+    cct_totals *t;
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        t = node_totals(node, &dirty);
+    }
+    else {
+        t = domain_totals(domain, node, 1, &dirty);
+        if (t == NULL) {
+            return -1;
+        }
+    }
+    t->live_size += size;
+    t->live_count++;
+    mark_dirty(domain, node, dirty);
+    return 0;
+}
+
+/* A trace is removed (cct_peak_before_decrease() was called). */
+static inline void
+cct_account_remove(unsigned int domain, _PyTraceMalloc_Node node,
+                   size_t size)
+{
+    uint32_t *dirty;
+    cct_totals *t;
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        t = node_totals(node, &dirty);
+    }
+    else {
+        t = domain_totals(domain, node, 0, &dirty);
+        if (t == NULL) {
+            return;     /* cannot happen: its add created it */
+        }
+    }
+    t->live_size -= size;
+    t->live_count--;
+    mark_dirty(domain, node, dirty);
+}
+
+/* The totals at the peak: every (domain, node) with blocks then, with the
+   view pinned, in one locked section. */
+int
+_PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
+                        _PyTraceMalloc_CCTView *view)
+{
+    _PyTraceMalloc_Lock();
+    cct_peak_before_decrease();
+    size_t n = cct.empty_totals.peak_count ? 1 : 0;
+    for (uint32_t id = 1; id < cct.nnodes; id++) {
+        n += node_at(id)->totals.peak_count != 0;
+    }
+    if (cct.domains != NULL) {
+        for (size_t i = 0; i <= cct.domains_mask; i++) {
+            n += (cct.domains[i].node != UINT32_MAX
+                  && cct.domains[i].totals.peak_count != 0);
+        }
+    }
+    _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
+    if (out == NULL) {
+        _PyTraceMalloc_Unlock();
+        return -1;
+    }
+    size_t k = 0;
+    if (cct.empty_totals.peak_count) {
+        out[k++] = (_PyTraceMalloc_PeakGroup){
+            _PyTraceMalloc_DEFAULT_DOMAIN, 0,
+            cct.empty_totals.peak_size, cct.empty_totals.peak_count};
+    }
+    for (uint32_t id = 1; id < cct.nnodes; id++) {
+        cct_totals *t = &node_at(id)->totals;
+        if (t->peak_count) {
+            out[k++] = (_PyTraceMalloc_PeakGroup){
+                _PyTraceMalloc_DEFAULT_DOMAIN, id, t->peak_size,
+                t->peak_count};
+        }
+    }
+    if (cct.domains != NULL) {
+        for (size_t i = 0; i <= cct.domains_mask; i++) {
+            cct_domain_totals *e = &cct.domains[i];
+            if (e->node != UINT32_MAX && e->totals.peak_count) {
+                out[k++] = (_PyTraceMalloc_PeakGroup){
+                    e->domain, e->node, e->totals.peak_size,
+                    e->totals.peak_count};
+            }
+        }
+    }
+    _PyTraceMalloc_CCTPin_unlocked(view);
+    _PyTraceMalloc_Unlock();
+    *groups = out;
+    *count = k;
+    return 0;
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -409,7 +793,8 @@ skip_incomplete(_PyInterpreterFrame *frame)
    bottom), then fill the caches on the way back down: each frame is decoded
    once per linking, never once per allocation. */
 Py_NO_INLINE static _PyTraceMalloc_Node
-current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
+current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
+                  uint64_t generation)
 {
     int nomem = 0;
     _PyInterpreterFrame *inline_pending[PENDING_INLINE];
@@ -417,9 +802,11 @@ current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
     size_t npending = 0, cap = PENDING_INLINE;
     _PyInterpreterFrame *f = frame;
     _PyTraceMalloc_Node node = 0;
+    int at_bottom = 1;
     while (f != NULL) {
         if ((f->tracemalloc_parent & ~(uint64_t)UINT32_MAX) == generation) {
             node = frame_node((uint32_t)f->tracemalloc_parent, f, &nomem);
+            at_bottom = 0;
             break;
         }
         if (npending == cap) {
@@ -438,6 +825,9 @@ current_node_slow(_PyInterpreterFrame *frame, uint64_t generation)
         }
         pending[npending++] = f;
         f = skip_incomplete(f->previous);
+    }
+    if (at_bottom && !nomem) {
+        node = thread_root(tstate, &nomem);
     }
     while (!nomem && npending > 0) {
         f = pending[--npending];
@@ -461,11 +851,15 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     _PyInterpreterFrame *frame = skip_incomplete(
         tstate->cframe->current_frame);
     if (frame == NULL) {
-        return 0;
+        /* No Python frame (a C thread, or before the first frame): the
+           empty traceback, of this thread. */
+        int nomem = 0;
+        _PyTraceMalloc_Node root = thread_root(tstate, &nomem);
+        return nomem ? UINT32_MAX : root;
     }
     uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
     if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX) != generation) {
-        return current_node_slow(frame, generation);
+        return current_node_slow(tstate, frame, generation);
     }
     int nomem = 0;
     _PyTraceMalloc_Node node = frame_node((uint32_t)frame->tracemalloc_parent,
@@ -510,6 +904,11 @@ cct_recount_memory(void)
     }
     if (cct.cache != NULL) {
         memory += sizeof(cct_cache_entry) << CACHE_BITS;
+    }
+    memory += cct.dirty_cap * sizeof(*cct.dirty);
+    if (cct.domains != NULL) {
+        memory += (cct.domains_mask + 1)
+                  * (sizeof(*cct.domains) + sizeof(*cct.domains_dirty));
     }
     cct.memory = memory;
 }
@@ -605,15 +1004,45 @@ cct_compact(void)
         return;
     }
     compact_state st = {NULL, n, 0, 0};
+    /* Everything that can fail first: then nothing needs undoing. */
+    cct_domain_totals *new_domains = NULL;
+    uint32_t *new_domains_dirty = NULL;
     st.remap = _PyTraceMalloc_RawAlloc((size_t)n * sizeof(uint32_t), 1);
-    if (st.remap == NULL) {
+    if (st.remap == NULL
+        || (cct.domains != NULL
+            && domain_totals_alloc(cct.domains_mask + 1, &new_domains,
+                                   &new_domains_dirty) < 0)) {
+        free(st.remap);
         cct_schedule_compaction(n, 0);
         return;
     }
     _PyTraceMalloc_StoreForEachNode_unlocked(compact_mark, &st);
+    /* Nodes of the peak's blocks stay too, freed or not, and so do the
+       nodes of other domains' totals. */
+    size_t ntraces = st.ntraces;
+    for (uint32_t id = 1; id < n && !st.corrupt; id++) {
+        cct_totals *t = &node_at(id)->totals;
+        if (t->peak_count != 0 || t->live_count != 0) {
+            uint32_t ref = id;
+            compact_mark(&ref, &st);
+        }
+    }
+    if (cct.domains != NULL) {
+        for (size_t i = 0; i <= cct.domains_mask && !st.corrupt; i++) {
+            cct_domain_totals *e = &cct.domains[i];
+            if (e->node != UINT32_MAX && e->node != 0
+                && (e->totals.peak_count != 0 || e->totals.live_count != 0)) {
+                uint32_t ref = e->node;
+                compact_mark(&ref, &st);
+            }
+        }
+    }
+    st.ntraces = ntraces;
     if (st.corrupt) {
         /* A trace names a node that does not exist: leave everything as it
            is (_check_consistency() reports it). */
+        free(new_domains);
+        free(new_domains_dirty);
         free(st.remap);
         cct_schedule_compaction(n, st.ntraces);
         return;
@@ -636,6 +1065,32 @@ cct_compact(void)
         next++;
     }
     _PyTraceMalloc_StoreForEachNode_unlocked(compact_rewrite, &st);
+    /* Peak bookkeeping follows the new ids: the dirty list is rebuilt from
+       the flags, other domains' totals are renumbered (those that are
+       empty now and at the peak are dropped). */
+    cct.ndirty = 0;
+    for (uint32_t id = 1; id < next; id++) {
+        if (node_at(id)->dirty) {
+            cct.dirty[cct.ndirty++] = id;
+        }
+    }
+    if (cct.domains != NULL) {
+        for (size_t i = 0; i <= cct.domains_mask; i++) {
+            cct_domain_totals *e = &cct.domains[i];
+            if (e->node == UINT32_MAX) {
+                continue;
+            }
+            if (e->totals.peak_count == 0 && e->totals.live_count == 0) {
+                e->node = UINT32_MAX;
+                cct.ndomains--;
+            }
+            else {
+                e->node = st.remap[e->node];
+            }
+        }
+        domain_totals_rebuild_into(new_domains, new_domains_dirty,
+                                   cct.domains_mask + 1);
+    }
     free(st.remap);
     cct.nnodes = next;
     cct.compactions++;
@@ -742,6 +1197,20 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     cct.nstrings = 0;
     cct.nnodes = 1;             /* 0 is the empty traceback */
     cct_schedule_compaction(1, 0);
+    free(cct.dirty);
+    cct.dirty = NULL;
+    cct.dirty_cap = 0;
+    cct.ndirty = 0;
+    free(cct.domains);
+    free(cct.domains_dirty);
+    cct.domains = NULL;
+    cct.domains_dirty = NULL;
+    cct.domains_mask = 0;
+    cct.ndomains = 0;
+    cct.ndomains_dirty = 0;
+    memset(&cct.empty_totals, 0, sizeof(cct.empty_totals));
+    cct.empty_dirty = 0;
+    tm_store.peak_pending = 0;
     cct.memory = 0;
     if (cct.cache != NULL) {
         /* Kept, emptied: clear_traces() cannot fail for want of memory,
@@ -805,6 +1274,9 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
         return 0;
     }
     const cct_node *n = node_in((cct_node *const *)view->chunks, node);
+    if (n->depth == 0) {
+        return 0;       /* a thread's root: the empty traceback */
+    }
     *parent = n->parent;
     *lineno = n->lineno;
     *depth = n->depth;
@@ -819,6 +1291,22 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
         *length = 0;
     }
     return 1;
+}
+
+/* The native id of the thread whose paths NODE's path hangs from, 0 when
+   none (node 0: a thread without a Python thread state). */
+unsigned long
+_PyTraceMalloc_NodeThread(const _PyTraceMalloc_CCTView *view,
+                          _PyTraceMalloc_Node node)
+{
+    while (node != 0) {
+        const cct_node *n = node_in((cct_node *const *)view->chunks, node);
+        if (n->depth == 0) {
+            return (unsigned long)n->lineno;
+        }
+        node = n->parent;
+    }
+    return 0;
 }
 
 void

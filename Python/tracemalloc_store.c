@@ -292,6 +292,9 @@ static struct {
     size_t current;
     size_t peak;
     size_t ntraces;
+    /* The live traces are the peak now (set when `current` passes `peak`):
+       the peak's per-node totals must be kept before the next decrease. */
+    int peak_pending;
     int atfork_registered;
 } tm_store;
 
@@ -381,12 +384,21 @@ table_delete(table_entry *e)
     tm_store.used--;
 }
 
+/* Peak bookkeeping of the call-context tree (tracemalloc_cct.c, in this
+   translation unit): per-node totals now and at the peak. */
+static inline int cct_account_add(unsigned int domain,
+                                  _PyTraceMalloc_Node node, size_t size);
+static inline void cct_account_remove(unsigned int domain,
+                                      _PyTraceMalloc_Node node, size_t size);
+static inline void cct_peak_before_decrease(void);
+
 static inline void
 totals_add(size_t size)
 {
     tm_store.current += size;
     if (tm_store.current > tm_store.peak) {
         tm_store.peak = tm_store.current;
+        tm_store.peak_pending = 1;
     }
 }
 
@@ -416,7 +428,16 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm_store.current = 0;
     tm_store.peak = 0;
     tm_store.ntraces = 0;
+    tm_store.peak_pending = 0;
     _PyTraceMalloc_PoolSlotsClear();
+}
+
+/* Traces keep the node 0 (no frame) as UINT32_MAX, which no real node
+   reaches, so that 0 can mark an empty pool slot. */
+static inline _PyTraceMalloc_Node
+slot_node(const _PyTraceMalloc_Slot *slot)
+{
+    return slot->node == UINT32_MAX ? 0 : slot->node;
 }
 
 /* Hot path: record (or re-record) the trace of PTR.  A pymalloc block costs
@@ -436,12 +457,15 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
                 tm_store.ntraces++;
             }
             else {
+                cct_peak_before_decrease();
+                cct_account_remove(domain, slot_node(slot), slot->size);
                 tm_store.current -= slot->size;
             }
             /* The node 0 (no frame) must still mark a used slot: store
                it as UINT32_MAX, which no real node reaches. */
             slot->node = node ? node : UINT32_MAX;
             slot->size = (uint32_t)size;
+            (void)cct_account_add(domain, node, size);  /* cannot fail */
             totals_add(size);
             return 0;
         }
@@ -451,6 +475,14 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
     }
     table_entry *e = table_find(domain, ptr);
     if (e != NULL) {
+        _PyTraceMalloc_Node old = e->node == UINT32_MAX ? 0 : e->node;
+        cct_peak_before_decrease();
+        cct_account_remove(domain, old, e->size);
+        if (cct_account_add(domain, node, size) < 0) {
+            /* Its totals exist: putting the old trace back cannot fail. */
+            (void)cct_account_add(domain, old, e->size);
+            return -1;
+        }
         tm_store.current -= e->size;
     }
     else {
@@ -463,6 +495,9 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
             if (table_grow() < 0) {
                 return -1;
             }
+        }
+        if (cct_account_add(domain, node, size) < 0) {
+            return -1;
         }
         size_t i = table_hash(domain, ptr) & tm_store.mask;
         while (tm_store.entries[i].ptr != 0) {
@@ -480,14 +515,6 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
     return 0;
 }
 
-/* Traces keep the node 0 (no frame) as UINT32_MAX, which no real node
-   reaches, so that 0 can mark an empty pool slot. */
-static inline _PyTraceMalloc_Node
-slot_node(const _PyTraceMalloc_Slot *slot)
-{
-    return slot->node == UINT32_MAX ? 0 : slot->node;
-}
-
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
    0 if PTR had none. */
 int
@@ -501,6 +528,8 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
         if (slot != NULL && slot->node != 0) {
             *node = slot_node(slot);
             *size = slot->size;
+            cct_peak_before_decrease();
+            cct_account_remove(domain, *node, *size);
             tm_store.current -= slot->size;
             tm_store.ntraces--;
             slot->node = 0;
@@ -515,6 +544,8 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
     }
     *node = e->node == UINT32_MAX ? 0 : e->node;
     *size = e->size;
+    cct_peak_before_decrease();
+    cct_account_remove(domain, *node, *size);
     tm_store.current -= e->size;
     tm_store.ntraces--;
     table_delete(e);
@@ -547,18 +578,44 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
 /* Where the node of PTR's trace is stored, or NULL if PTR has no trace.
    Store the node with _PyTraceMalloc_StoreWriteNode(). */
 uint32_t *
-_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr)
+_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
+                                     size_t *size)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
             (const void *)ptr, 0, NULL, &live);
         if (slot != NULL) {
-            return slot->node != 0 ? &slot->node : NULL;
+            if (slot->node == 0) {
+                return NULL;
+            }
+            *size = slot->size;
+            return &slot->node;
         }
     }
     table_entry *e = table_find(domain, ptr);
-    return e != NULL ? &e->node : NULL;
+    if (e == NULL) {
+        return NULL;
+    }
+    *size = e->size;
+    return &e->node;
+}
+
+/* Give the trace of PTR (at *REF, of SIZE) the node NODE: a free-list
+   object reused.  Nothing to do when it already names it (a loop reusing
+   the same object on the same line). */
+void
+_PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
+                                     _PyTraceMalloc_Node node)
+{
+    _PyTraceMalloc_Node old = *ref == UINT32_MAX ? 0 : *ref;
+    if (old == node) {
+        return;
+    }
+    cct_peak_before_decrease();
+    cct_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, old, size);
+    (void)cct_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, node, size);
+    _PyTraceMalloc_StoreWriteNode(ref, node);
 }
 
 typedef struct {
@@ -600,6 +657,7 @@ void
 _PyTraceMalloc_StoreResetPeak_unlocked(void)
 {
     tm_store.peak = tm_store.current;
+    tm_store.peak_pending = 1;      /* the live traces are the peak now */
 }
 
 size_t

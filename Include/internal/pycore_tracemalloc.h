@@ -72,9 +72,10 @@ PyAPI_FUNC(void) _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr,
                                      int gil_held);
 
 /* Leave this thread's allocations untraced until the matching resume
-   (nests).  Other threads are still traced. */
-PyAPI_FUNC(void) _PyTraceMalloc_SuspendThread(void);
-PyAPI_FUNC(void) _PyTraceMalloc_ResumeThread(void);
+   (nests).  Other threads are still traced.  Both return the depth before
+   the call. */
+PyAPI_FUNC(int) _PyTraceMalloc_SuspendThread(void);
+PyAPI_FUNC(int) _PyTraceMalloc_ResumeThread(void);
 
 /* Objects/codeobject.c: a code object dies; cached lines keyed by its
    address must not be reused. */
@@ -135,6 +136,21 @@ extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
                                    int *lineno, uint32_t *depth,
                                    const void **filename, int *kind,
                                    Py_ssize_t *length);
+/* What was live at the peak of traced memory, by (domain, node): SIZE
+   bytes in COUNT blocks.  Copied into a malloc()ed array, with VIEW
+   pinned, in one locked section. */
+typedef struct {
+    unsigned int domain;
+    _PyTraceMalloc_Node node;
+    uint64_t size;
+    uint32_t count;
+} _PyTraceMalloc_PeakGroup;
+extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
+                                   size_t *count,
+                                   _PyTraceMalloc_CCTView *view);
+/* The native id of the thread whose call paths NODE belongs to, or 0. */
+extern unsigned long _PyTraceMalloc_NodeThread(
+    const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node);
 /* Current generation of frame caches (bumped by every reset). */
 extern uint32_t _PyTraceMalloc_cct_generation;
 
@@ -202,8 +218,13 @@ extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
 extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                             _PyTraceMalloc_Node *node,
                                             size_t *size);
+/* Where the node of PTR's trace is kept (and its size), or NULL. */
 extern uint32_t *_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain,
-                                                      uintptr_t ptr);
+                                                      uintptr_t ptr,
+                                                      size_t *size);
+/* Re-trace a reused free-list object of the default domain at NODE. */
+extern void _PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
+                                                 _PyTraceMalloc_Node node);
 /* Call VISIT on where every trace keeps its node (UINT32_MAX: no frame). */
 extern void _PyTraceMalloc_StoreForEachNode_unlocked(
     void (*visit)(uint32_t *node, void *arg), void *arg);

@@ -59,6 +59,63 @@ _tracemalloc__get_traces(PyObject *module, PyObject *Py_UNUSED(ignored))
     return _tracemalloc__get_traces_impl(module);
 }
 
+PyDoc_STRVAR(_tracemalloc__get_traces_ex__doc__,
+"_get_traces_ex($module, /, *, peak=False, threads=False)\n"
+"--\n"
+"\n"
+"Like _get_traces(), with the fork\'s additions.\n"
+"\n"
+"With peak=True, the traces live when traced memory last reached its peak\n"
+"(since tracing started or reset_peak()): exact sizes and counts per\n"
+"traceback; each block gets the average size of its traceback\'s blocks.\n"
+"With threads=True, each tuple has a fifth item: the native id of the\n"
+"thread that allocated the block (0 if unknown).\n"
+"Private: use take_snapshot(peak=..., threads=...).");
+
+#define _TRACEMALLOC__GET_TRACES_EX_METHODDEF    \
+    {"_get_traces_ex", _PyCFunction_CAST(_tracemalloc__get_traces_ex), METH_FASTCALL|METH_KEYWORDS, _tracemalloc__get_traces_ex__doc__},
+
+static PyObject *
+_tracemalloc__get_traces_ex_impl(PyObject *module, int peak, int threads);
+
+static PyObject *
+_tracemalloc__get_traces_ex(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *return_value = NULL;
+    static const char * const _keywords[] = {"peak", "threads", NULL};
+    static _PyArg_Parser _parser = {NULL, _keywords, "_get_traces_ex", 0};
+    PyObject *argsbuf[2];
+    Py_ssize_t noptargs = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) - 0;
+    int peak = 0;
+    int threads = 0;
+
+    args = _PyArg_UnpackKeywords(args, nargs, NULL, kwnames, &_parser, 0, 0, 0, argsbuf);
+    if (!args) {
+        goto exit;
+    }
+    if (!noptargs) {
+        goto skip_optional_kwonly;
+    }
+    if (args[0]) {
+        peak = PyObject_IsTrue(args[0]);
+        if (peak < 0) {
+            goto exit;
+        }
+        if (!--noptargs) {
+            goto skip_optional_kwonly;
+        }
+    }
+    threads = PyObject_IsTrue(args[1]);
+    if (threads < 0) {
+        goto exit;
+    }
+skip_optional_kwonly:
+    return_value = _tracemalloc__get_traces_ex_impl(module, peak, threads);
+
+exit:
+    return return_value;
+}
+
 PyDoc_STRVAR(_tracemalloc__get_object_traceback__doc__,
 "_get_object_traceback($module, obj, /)\n"
 "--\n"
@@ -200,4 +257,4 @@ _tracemalloc_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return _tracemalloc_reset_peak_impl(module);
 }
-/*[clinic end generated code: output=b927734251bfc32e input=a9049054013a1b77]*/
+/*[clinic end generated code: output=ca30d6ef282526f7 input=a9049054013a1b77]*/
