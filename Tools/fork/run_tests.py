@@ -30,6 +30,8 @@ OURS = [
     "test.test_tracemalloc_module",
     "test.test_tracemalloc_engine",
     "test.test_tracemalloc_hardening",
+    "test.test_tracemalloc_peak",
+    "test.test_tracemalloc_threads",
     "test.test_tracemalloc_extensions",
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
