@@ -68,9 +68,16 @@ typedef struct {
     uint32_t depth;             /* frames on the path, this one included */
     uint32_t hash;
     const cct_string *filename; /* NULL: not a str, reported '<unknown>' */
+} cct_node;
+
+/* Peak bookkeeping of a node, in a flat array indexed by node id (0, the
+   empty traceback, included): unlike nodes, only read under the lock, so
+   it may move when it grows. */
+typedef struct {
     cct_totals totals;          /* traces of the default domain */
     uint32_t dirty;             /* totals changed since the last peak */
-} cct_node;
+    uint32_t unused;
+} cct_node_peak;
 
 /* Totals of the traces of the other domains (PyTraceMalloc_Track()), by
    (domain, node): few, so one open-addressing table. */
@@ -128,11 +135,10 @@ static struct {
     int pins;                   /* exporters reading nodes without the lock */
     cct_storage *graveyard;     /* storage to free when pins drops to 0 */
     /* Peak tracking (see "peak" below) */
-    cct_totals empty_totals;    /* the empty traceback (node 0) */
-    uint32_t empty_dirty;
-    _PyTraceMalloc_Node *dirty; /* nodes whose totals changed: room for */
-    size_t dirty_cap;           /* every node, so a push cannot fail */
-    size_t ndirty;
+    cct_node_peak *peaks;       /* by node id; room for */
+    _PyTraceMalloc_Node *dirty; /* nodes whose totals changed; room for */
+    size_t dirty_cap;           /* dirty_cap nodes in both, so that */
+    size_t ndirty;              /* neither can fail when a node is used */
     cct_domain_totals *domains; /* open addressing, capacity mask + 1 */
     size_t domains_mask;
     size_t ndomains;
@@ -146,8 +152,10 @@ static struct {
 static inline size_t
 code_epoch_slot(const PyCodeObject *code)
 {
-    uint64_t x = (uint64_t)(uintptr_t)code * UINT64_C(0x9E3779B97F4A7C15);
-    return (size_t)(x >> (64 - CODE_EPOCH_BITS));
+    /* Code objects are GC objects, 16-byte aligned, at least 200 bytes
+       apart: the address bits above 4 spread them well enough, without a
+       multiply on the hot path. */
+    return ((uintptr_t)code >> 4) & ((1 << CODE_EPOCH_BITS) - 1);
 }
 
 static inline cct_node *
@@ -181,8 +189,15 @@ dirty_reserve(size_t need)
     if (dirty == NULL) {
         return -1;
     }
-    cct.memory += (need - cct.dirty_cap) * sizeof(*dirty);
     cct.dirty = dirty;
+    cct_node_peak *peaks = realloc(cct.peaks, need * sizeof(*peaks));
+    if (peaks == NULL) {
+        return -1;      /* the bigger dirty list is kept: harmless */
+    }
+    memset(peaks + cct.dirty_cap, 0,
+           (need - cct.dirty_cap) * sizeof(*peaks));
+    cct.memory += (need - cct.dirty_cap) * (sizeof(*dirty) + sizeof(*peaks));
+    cct.peaks = peaks;
     cct.dirty_cap = need;
     return 0;
 }
@@ -399,8 +414,7 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
                       : (filename == &thread_root_marker ? 0 : 1);
     n->hash = hash;
     n->filename = filename;
-    memset(&n->totals, 0, sizeof(n->totals));
-    n->dirty = 0;
+    memset(&cct.peaks[id], 0, sizeof(cct.peaks[id]));
     cct.nnodes++;
     size_t i = hash & cct.node_index_mask;
     while (cct.node_index[i] != 0) {
@@ -457,13 +471,9 @@ thread_root(PyThreadState *tstate, int *nomem)
 static inline cct_totals *
 node_totals(_PyTraceMalloc_Node node, uint32_t **dirty)
 {
-    if (node == 0) {
-        *dirty = &cct.empty_dirty;
-        return &cct.empty_totals;
-    }
-    cct_node *n = node_at(node);
-    *dirty = &n->dirty;
-    return &n->totals;
+    cct_node_peak *p = &cct.peaks[node];
+    *dirty = &p->dirty;
+    return &p->totals;
 }
 
 static size_t
@@ -587,10 +597,9 @@ mark_dirty(unsigned int domain, _PyTraceMalloc_Node node, uint32_t *dirty)
             (char *)dirty - offsetof(cct_domain_totals, dirty));
         cct.domains_dirty[cct.ndomains_dirty++] = (uint32_t)(e - cct.domains);
     }
-    else if (node != 0) {
+    else {
         cct.dirty[cct.ndirty++] = node;
     }
-    /* The empty traceback's totals are committed by their flag alone. */
 }
 
 /* Copy the live totals of every node changed since the last copy to its
@@ -606,11 +615,6 @@ cct_peak_commit(void)
         *dirty = 0;
     }
     cct.ndirty = 0;
-    if (cct.empty_dirty) {
-        cct.empty_totals.peak_size = cct.empty_totals.live_size;
-        cct.empty_totals.peak_count = cct.empty_totals.live_count;
-        cct.empty_dirty = 0;
-    }
     for (size_t i = 0; i < cct.ndomains_dirty; i++) {
         cct_domain_totals *e = &cct.domains[cct.domains_dirty[i]];
         e->totals.peak_size = e->totals.live_size;
@@ -681,9 +685,9 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
 {
     _PyTraceMalloc_Lock();
     cct_peak_before_decrease();
-    size_t n = cct.empty_totals.peak_count ? 1 : 0;
-    for (uint32_t id = 1; id < cct.nnodes; id++) {
-        n += node_at(id)->totals.peak_count != 0;
+    size_t n = 0;
+    for (uint32_t id = 0; id < cct.nnodes; id++) {
+        n += cct.peaks[id].totals.peak_count != 0;
     }
     if (cct.domains != NULL) {
         for (size_t i = 0; i <= cct.domains_mask; i++) {
@@ -697,13 +701,8 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
         return -1;
     }
     size_t k = 0;
-    if (cct.empty_totals.peak_count) {
-        out[k++] = (_PyTraceMalloc_PeakGroup){
-            _PyTraceMalloc_DEFAULT_DOMAIN, 0,
-            cct.empty_totals.peak_size, cct.empty_totals.peak_count};
-    }
-    for (uint32_t id = 1; id < cct.nnodes; id++) {
-        cct_totals *t = &node_at(id)->totals;
+    for (uint32_t id = 0; id < cct.nnodes; id++) {
+        cct_totals *t = &cct.peaks[id].totals;
         if (t->peak_count) {
             out[k++] = (_PyTraceMalloc_PeakGroup){
                 _PyTraceMalloc_DEFAULT_DOMAIN, id, t->peak_size,
@@ -905,7 +904,7 @@ cct_recount_memory(void)
     if (cct.cache != NULL) {
         memory += sizeof(cct_cache_entry) << CACHE_BITS;
     }
-    memory += cct.dirty_cap * sizeof(*cct.dirty);
+    memory += cct.dirty_cap * (sizeof(*cct.dirty) + sizeof(*cct.peaks));
     if (cct.domains != NULL) {
         memory += (cct.domains_mask + 1)
                   * (sizeof(*cct.domains) + sizeof(*cct.domains_dirty));
@@ -1021,7 +1020,7 @@ cct_compact(void)
        nodes of other domains' totals. */
     size_t ntraces = st.ntraces;
     for (uint32_t id = 1; id < n && !st.corrupt; id++) {
-        cct_totals *t = &node_at(id)->totals;
+        cct_totals *t = &cct.peaks[id].totals;
         if (t->peak_count != 0 || t->live_count != 0) {
             uint32_t ref = id;
             compact_mark(&ref, &st);
@@ -1062,15 +1061,17 @@ cct_compact(void)
         }
         st.remap[id] = next;
         *node_at(next) = node;
+        cct.peaks[next] = cct.peaks[id];
         next++;
     }
     _PyTraceMalloc_StoreForEachNode_unlocked(compact_rewrite, &st);
     /* Peak bookkeeping follows the new ids: the dirty list is rebuilt from
        the flags, other domains' totals are renumbered (those that are
        empty now and at the peak are dropped). */
+    memset(cct.peaks + next, 0, (n - next) * sizeof(*cct.peaks));
     cct.ndirty = 0;
-    for (uint32_t id = 1; id < next; id++) {
-        if (node_at(id)->dirty) {
+    for (uint32_t id = 0; id < next; id++) {
+        if (cct.peaks[id].dirty) {
             cct.dirty[cct.ndirty++] = id;
         }
     }
@@ -1197,9 +1198,11 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     cct.nstrings = 0;
     cct.nnodes = 1;             /* 0 is the empty traceback */
     cct_schedule_compaction(1, 0);
-    free(cct.dirty);
-    cct.dirty = NULL;
-    cct.dirty_cap = 0;
+    /* Kept, zeroed: node 0's totals must exist as long as tracing goes on,
+       and clear_traces() cannot fail. */
+    if (cct.peaks != NULL) {
+        memset(cct.peaks, 0, cct.dirty_cap * sizeof(*cct.peaks));
+    }
     cct.ndirty = 0;
     free(cct.domains);
     free(cct.domains_dirty);
@@ -1208,17 +1211,13 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     cct.domains_mask = 0;
     cct.ndomains = 0;
     cct.ndomains_dirty = 0;
-    memset(&cct.empty_totals, 0, sizeof(cct.empty_totals));
-    cct.empty_dirty = 0;
     tm_store.peak_pending = 0;
-    cct.memory = 0;
     if (cct.cache != NULL) {
         /* Kept, emptied: clear_traces() cannot fail for want of memory,
            and tracing goes on with a working cache. */
-        size_t size = sizeof(cct_cache_entry) << CACHE_BITS;
-        memset(cct.cache, 0, size);
-        cct.memory = size;
+        memset(cct.cache, 0, sizeof(cct_cache_entry) << CACHE_BITS);
     }
+    cct_recount_memory();
     _PyTraceMalloc_cct_generation++;
     if (_PyTraceMalloc_cct_generation == 0) {
         _PyTraceMalloc_cct_generation = 1;  /* 0 marks reset frames */
@@ -1237,6 +1236,10 @@ _PyTraceMalloc_CCTStart_unlocked(void)
         }
         cct.memory += size;
     }
+    /* Node 0's peak totals, and room for the first chunk of nodes. */
+    if (dirty_reserve((size_t)1 << CHUNK0_BITS) < 0) {
+        return -1;
+    }
     cct.nnodes = 1;
     cct_schedule_compaction(1, 0);
     return 0;
@@ -1249,6 +1252,11 @@ _PyTraceMalloc_CCTRelease_unlocked(void)
     _PyTraceMalloc_CCTReset_unlocked();
     free(cct.cache);
     cct.cache = NULL;
+    free(cct.peaks);
+    free(cct.dirty);
+    cct.peaks = NULL;
+    cct.dirty = NULL;
+    cct.dirty_cap = 0;
     cct.memory = 0;
 }
 
