@@ -32,6 +32,7 @@ help:
 	@echo "make new-patch NAME=slug FILES='upstream/file ...'   start a new patch"
 	@echo "make install PREFIX=/opt/python-tm   install the fork"
 	@echo "make bench | bench-quick   fork vs pristine 3.11.2 benchmarks"
+	@echo "make bench-instructions | bench-longrun | bench-snapshots   one benchmark suite"
 	@echo "make sanitizer-test  ASan+UBSan build (build/asan), engine tests and a traced suite slice"
 	@echo "make tsan            ThreadSanitizer build (build/tsan), thread tests and stress under it"
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
