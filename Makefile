@@ -70,8 +70,12 @@ build: prepare $(OBJ_DIR)/Makefile
 demo: build
 	@Tools/fork/demo.sh $(FORK_PYTHON)
 
+# The parity test compares with the pristine build of `make bench-pristine`
+# when it exists (and skips, saying so, when it does not).
+PARITY_ENV = $(if $(TRACEMALLOC_PRISTINE_PYTHON),,$(if $(wildcard $(PRISTINE_STAMP)),TRACEMALLOC_PRISTINE_PYTHON=$(PRISTINE_PYTHON)))
+
 test: build
-	@$(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS)
+	@$(PARITY_ENV) $(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS)
 
 check-patches:
 	@Tools/fork/check-patches.sh
