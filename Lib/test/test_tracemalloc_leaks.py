@@ -662,7 +662,7 @@ class CorpusUnittestTest(CorpusAssertions, unittest.TestCase):
                     self.assertEqual(len(result.failures), 1,
                                      result.errors)
                     message = result.failures[0][1]
-                    self.assertIn("AssertionError", message)
+                    self.assertIn("LeakError", message)
                     self.assertFirstSiteMarked(name, site_lines(message),
                                                message)
 
