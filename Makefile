@@ -32,6 +32,8 @@ help:
 	@echo "make new-patch NAME=slug FILES='upstream/file ...'   start a new patch"
 	@echo "make install PREFIX=/opt/python-tm   install the fork"
 	@echo "make bench | bench-quick   fork vs pristine 3.11.2 benchmarks"
+	@echo "make bench-leakcheck  cost of a leak check in a 10^5-live-trace process"
+	@echo "make bench-instructions | bench-longrun | bench-snapshots   one benchmark suite"
 	@echo "make sanitizer-test  ASan+UBSan build (build/asan), engine tests and a traced suite slice"
 	@echo "make tsan            ThreadSanitizer build (build/tsan), thread tests and stress under it"
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
@@ -68,8 +70,12 @@ build: prepare $(OBJ_DIR)/Makefile
 demo: build
 	@Tools/fork/demo.sh $(FORK_PYTHON)
 
+# The parity test compares with the pristine build of `make bench-pristine`
+# when it exists (and skips, saying so, when it does not).
+PARITY_ENV = $(if $(TRACEMALLOC_PRISTINE_PYTHON),,$(if $(wildcard $(PRISTINE_STAMP)),TRACEMALLOC_PRISTINE_PYTHON=$(PRISTINE_PYTHON)))
+
 test: build
-	@$(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS)
+	@$(PARITY_ENV) $(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS)
 
 check-patches:
 	@Tools/fork/check-patches.sh
@@ -163,5 +169,10 @@ clean:
 
 distclean:
 	rm -rf $(BUILD_DIR) $(FORK_PYTHON)
+
+# Cost of tracemalloc.leaks per round in a process with 10^5 live traces.
+.PHONY: bench-leakcheck
+bench-leakcheck: build
+	$(FORK_PYTHON) Tools/bench/leakcheck.py
 
 -include Tools/bench/bench.mk

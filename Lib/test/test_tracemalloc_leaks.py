@@ -662,7 +662,7 @@ class CorpusUnittestTest(CorpusAssertions, unittest.TestCase):
                     self.assertEqual(len(result.failures), 1,
                                      result.errors)
                     message = result.failures[0][1]
-                    self.assertIn("AssertionError", message)
+                    self.assertIn("LeakError", message)
                     self.assertFirstSiteMarked(name, site_lines(message),
                                                message)
 
@@ -882,6 +882,77 @@ class CorpusPytestTest(CorpusAssertions, unittest.TestCase):
                                    "--tracemalloc-threshold", "100000",
                                    "-k", "not marked")
         self.assertEqual(rc, 0, out + err)
+
+
+# --------------------------------------------------------------------------
+# 5. regrtest -R
+
+REGRTEST_LEAKY = textwrap.dedent("""\
+    import unittest
+
+    _kept = []
+
+
+    class LeakyTest(unittest.TestCase):
+        def test_leak(self):
+            _kept.extend(str(n) * 5 for n in range(200))  # LEAK
+
+        def test_clean(self):
+            [bytes(100) for _ in range(100)]
+""")
+
+REGRTEST_CLEAN = textwrap.dedent("""\
+    import json
+    import unittest
+
+
+    class CleanTest(unittest.TestCase):
+        def test_json(self):
+            json.loads(json.dumps({"a": [1, 2, 3] * 10}))
+""")
+
+
+class RegrtestTest(unittest.TestCase):
+    def setUp(self):
+        self.directory = self.enterContext(os_helper.temp_dir())
+        script_helper.make_script(self.directory, "test_tm_leaky",
+                                  REGRTEST_LEAKY)
+        script_helper.make_script(self.directory, "test_tm_clean",
+                                  REGRTEST_CLEAN)
+
+    def regrtest(self, test_name, *options, **env):
+        return run_python(*options, "-m", "test", "--testdir",
+                          self.directory, "-R", "3:3", test_name,
+                          __cwd=self.directory, **env)
+
+    def test_leaking_test_names_its_line(self):
+        rc, out, err = self.regrtest("test_tm_leaky", "-X", "tracemalloc=25")
+        output = out + err
+        self.assertNotEqual(rc, 0, output)
+        # regrtest's own verdict, then the sites.
+        self.assertRegex(output, r"test_tm_leaky leaked \[.*\] memory "
+                                 r"blocks")
+        filename = os.path.join(self.directory, "test_tm_leaky.py")
+        line = [lineno for lineno, text
+                in enumerate(REGRTEST_LEAKY.splitlines(), 1)
+                if text.endswith("# LEAK")][0]
+        self.assertEqual(site_lines(output)[0], (filename, line), output)
+        self.assertIn("_kept.extend(str(n) * 5 for n in range(200))  "
+                      "# LEAK", output)
+        self.assertLess(output.index("memory blocks"),
+                        output.index(f"{filename}:{line}: size="))
+
+    def test_clean_test(self):
+        rc, out, err = self.regrtest("test_tm_clean", "-X", "tracemalloc=25")
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("leaked", out + err)
+        self.assertEqual(site_lines(out + err), [])
+
+    @unittest.skipIf(hasattr(sys, "gettotalrefcount"), "debug build")
+    def test_release_build_needs_tracing(self):
+        rc, out, err = self.regrtest("test_tm_clean", PYTHONTRACEMALLOC="")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("requires a debug build", out + err)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import threading
 import tracemalloc
 import unittest
 
-from test.support import import_helper
+from test import support
+from test.support import import_helper, os_helper, script_helper
 from test.test_tracemalloc_engine import EngineTestCase, Obj, recurse, stack
 
 _tracemalloc = import_helper.import_module('_tracemalloc')
@@ -110,6 +111,105 @@ class ThreadAttributionTest(EngineTestCase):
         self.assertGreater(stats['compactions'], 0)
         self.assertLess(stats['nodes'], 20000)
         self.check_consistency()
+
+
+class SnapshotAPITest(EngineTestCase):
+    """take_snapshot(peak=..., threads=...), Trace.thread and
+    statistics('thread')."""
+
+    def test_statistics_by_thread_with_names(self):
+        self.start(5)
+        ready = threading.Event()
+        release = threading.Event()
+        kept = {}
+
+        def work():
+            kept['data'] = [bytes(1000) for _ in range(200)]
+            ready.set()
+            release.wait()
+
+        t = threading.Thread(target=work, name='allocator-7')
+        t.start()
+        try:
+            ready.wait()
+            snapshot = tracemalloc.take_snapshot(threads=True)
+        finally:
+            release.set()
+            t.join()
+        stats = {s.traceback[0].filename: s
+                 for s in snapshot.statistics('thread')}
+        self.assertIn('<thread allocator-7>', stats)
+        self.assertIn('<thread MainThread>', stats)
+        worker = stats['<thread allocator-7>']
+        self.assertGreaterEqual(worker.size, 200 * 1000)
+        self.assertGreaterEqual(worker.count, 200)
+        self.assertEqual(sum(s.size for s in stats.values()),
+                         sum(t.size for t in snapshot.traces))
+        self.assertEqual(worker.traceback[0].lineno, t.native_id)
+        threads = {trace.thread for trace in snapshot.traces}
+        self.assertIn(t.native_id, threads)
+        # Without threads=True: no thread, and statistics('thread') puts
+        # everything under one key.
+        plain = tracemalloc.take_snapshot()
+        self.assertIsNone(plain.traces[0].thread)
+        self.assertEqual(len(plain.statistics('thread')), 1)
+
+    def test_dump_and_load_keep_threads(self):
+        self.start(5)
+        data = [Obj() for _ in range(100)]
+        snapshot = tracemalloc.take_snapshot(threads=True)
+        filename = os_helper.TESTFN
+        self.addCleanup(os_helper.unlink, filename)
+        snapshot.dump(filename)
+        loaded = tracemalloc.Snapshot.load(filename)
+        self.assertEqual(loaded.traces, snapshot.traces)
+        self.assertEqual(loaded.thread_names, snapshot.thread_names)
+        self.assertEqual(loaded.statistics('thread'),
+                         snapshot.statistics('thread'))
+        del data
+
+    def test_peak_snapshot(self):
+        self.start(5)
+        line = sys._getframe().f_lineno + 1
+        big = [bytes(1000) for _ in range(1000)]
+        del big
+        small = [bytes(10) for _ in range(10)]
+        current, peak = tracemalloc.get_traced_memory()
+        snapshot = tracemalloc.take_snapshot(peak=True)
+        self.assertEqual(sum(t.size for t in snapshot.traces), peak)
+        top = snapshot.statistics('lineno')[0]
+        self.assertEqual(top.traceback[0].lineno, line)
+        self.assertGreaterEqual(top.count, 1000)
+        # A normal Snapshot: filters and comparisons work.
+        now = tracemalloc.take_snapshot()
+        diff = now.compare_to(snapshot, 'lineno')
+        self.assertTrue(diff)
+        filtered = snapshot.filter_traces(
+            [tracemalloc.Filter(True, __file__)])
+        self.assertGreater(len(filtered.traces), 0)
+        del small
+
+    @support.requires_subprocess()
+    def test_cli_run_peak(self):
+        script = os_helper.TESTFN + '_peak.py'
+        self.addCleanup(os_helper.unlink, script)
+        with open(script, 'w') as f:
+            f.write('def work():\n'
+                    '    big = [bytes(1000) for _ in range(3000)]  # peak\n'
+                    '    return len(big)\n'
+                    'kept = [bytes(10) for _ in range(10)]  # at exit\n'
+                    'work()\n')
+        res = script_helper.assert_python_ok('-m', 'tracemalloc', 'run',
+                                             '--peak', script)
+        err = res.err.decode()
+        self.assertIn('live at the peak of traced memory', err)
+        first = [line for line in err.splitlines() if line.startswith('#1')]
+        self.assertTrue(first and ':2:' in first[0], err)
+        res = script_helper.assert_python_ok('-m', 'tracemalloc', 'run',
+                                             script)
+        err = res.err.decode()
+        first = [line for line in err.splitlines() if line.startswith('#1')]
+        self.assertTrue(first and ':4:' in first[0], err)
 
 
 if __name__ == '__main__':

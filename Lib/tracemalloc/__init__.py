@@ -6,7 +6,9 @@ tracebacks, filters and statistics.
 
 Raw data layout, as returned by ``_tracemalloc._get_traces()``:
 
-* a trace is a tuple ``(domain, size, frames, total_nframe)``;
+* a trace is a tuple ``(domain, size, frames, total_nframe)``, or, in a
+  snapshot taken with ``threads=True`` (``_get_traces_ex()``), a 5-tuple
+  whose last item is the native id of the allocating thread;
 * ``frames`` is a tuple of ``(filename, lineno)`` tuples, most recent call
   first;
 * tracebacks are interned by the C engine, so all traces allocated from the
@@ -43,7 +45,7 @@ from _tracemalloc import (  # noqa: F401
     start,
     stop,
 )
-from _tracemalloc import _get_object_traceback, _get_traces
+from _tracemalloc import _get_object_traceback, _get_traces, _get_traces_ex
 
 
 # --------------------------------------------------------------------------
@@ -340,7 +342,14 @@ class Trace:
 
     @property
     def traceback(self):
-        return Traceback(*self._trace[2:])
+        return Traceback(*self._trace[2:4])
+
+    @property
+    def thread(self):
+        """Native id of the thread that allocated the block (see
+        threading.get_native_id()), 0 if unknown, or None if the snapshot
+        was taken without threads=True."""
+        return self._trace[4] if len(self._trace) > 4 else None
 
     def __eq__(self, other):
         if not isinstance(other, Trace):
@@ -534,6 +543,9 @@ class Snapshot:
         # *traces* is a list of raw trace tuples (see _Traces).
         self.traces = _Traces(traces)
         self.traceback_limit = traceback_limit
+        # Native thread id -> thread name, for statistics('thread'); filled
+        # by take_snapshot(threads=True) with the threads alive then.
+        self.thread_names = {}
 
     def dump(self, filename):
         """Write the snapshot into the file *filename*.
@@ -583,7 +595,7 @@ class Snapshot:
         filters = list(filters)
         traces = self.traces._traces
         if not filters:
-            return Snapshot(list(traces), self.traceback_limit)
+            return self._derived(list(traces))
 
         include_filters = [f for f in filters if f.inclusive]
         exclude_filters = [f for f in filters if not f.inclusive]
@@ -609,15 +621,32 @@ class Snapshot:
             # A custom filter may look at anything, such as the size.
             kept = [trace for trace in traces
                     if filter_trace(include_filters, exclude_filters, trace)]
-        return Snapshot(kept, self.traceback_limit)
+        return self._derived(kept)
+
+    def _derived(self, traces):
+        snapshot = Snapshot(traces, self.traceback_limit)
+        snapshot.thread_names = dict(self.thread_names)
+        return snapshot
+
+    def _thread_key(self, thread):
+        """The one-frame Traceback that stands for a thread in
+        statistics('thread'): ('<thread NAME>', native id)."""
+        if thread is None:
+            return (('<thread unknown>', 0),)
+        name = self.thread_names.get(thread)
+        if name is None:
+            name = f'{thread}' if thread else 'unknown'
+        return ((f'<thread {name}>', thread),)
 
     def _group_by(self, key_type, cumulative):
         """Return {Traceback: Statistic} for the given grouping."""
-        if key_type not in ('traceback', 'filename', 'lineno'):
+        if key_type not in ('traceback', 'filename', 'lineno', 'thread'):
             raise ValueError(f"unknown key_type: {key_type!r}")
         if cumulative and key_type not in ('lineno', 'filename'):
             raise ValueError(f"cumulative mode cannot by used "
                              f"with key type {key_type!r}")
+        if key_type == 'thread':
+            return self._group_by_thread()
 
         if key_type == 'traceback':
             def keys_of(frames):
@@ -658,10 +687,29 @@ class Snapshot:
             stats[traceback] = Statistic(traceback, size, count)
         return stats
 
+    def _group_by_thread(self):
+        totals = {}
+        for trace in self.traces._traces:
+            thread = trace[4] if len(trace) > 4 else None
+            total = totals.get(thread)
+            if total is None:
+                totals[thread] = [trace[1], 1]
+            else:
+                total[0] += trace[1]
+                total[1] += 1
+        stats = {}
+        for thread, (size, count) in totals.items():
+            traceback = Traceback(self._thread_key(thread))
+            stats[traceback] = Statistic(traceback, size, count)
+        return stats
+
     def statistics(self, key_type, cumulative=False):
         """Return a list of Statistic objects grouped by *key_type*.
 
-        *key_type* is 'filename', 'lineno' or 'traceback'.  With *cumulative*
+        *key_type* is 'filename', 'lineno', 'traceback' or 'thread' (the
+        fork's addition, for snapshots taken with threads=True: one
+        Statistic per thread, whose traceback is the single frame
+        ('<thread NAME>', native thread id)).  With *cumulative*
         (only for 'filename' and 'lineno'), every frame of a traceback is
         credited, not only the most recent one.  Biggest first.
         """
@@ -681,11 +729,37 @@ class Snapshot:
         return diffs
 
 
-def take_snapshot():
-    """Return a Snapshot of the traces of the currently allocated blocks."""
+def _live_thread_names():
+    """Native thread id -> name of the threads alive now."""
+    import threading
+
+    names = {}
+    for thread in threading.enumerate():
+        native_id = getattr(thread, 'native_id', None)
+        if native_id is not None:
+            names[native_id] = thread.name
+    return names
+
+
+def take_snapshot(peak=False, threads=False):
+    """Return a Snapshot of the traces of the currently allocated blocks.
+
+    The fork's additions: with *peak*, the snapshot holds the blocks that
+    were live when traced memory last reached its peak (since start() or
+    reset_peak()); sizes and counts per traceback are exact, and each block
+    is given the average size of its traceback's blocks.  With *threads*,
+    every trace records the thread that allocated it (Trace.thread) and
+    statistics('thread') groups by thread.
+    """
     if not is_tracing():
         raise RuntimeError("the tracemalloc module must be tracing memory "
                            "allocations to take a snapshot")
-    traces = _get_traces()
+    if peak or threads:
+        traces = _get_traces_ex(peak=bool(peak), threads=bool(threads))
+    else:
+        traces = _get_traces()
     traceback_limit = get_traceback_limit()
-    return Snapshot(traces, traceback_limit)
+    snapshot = Snapshot(traces, traceback_limit)
+    if threads:
+        snapshot.thread_names = _live_thread_names()
+    return snapshot

@@ -29,7 +29,7 @@ import sys
 
 import tracemalloc
 from tracemalloc import (BaseFilter, Snapshot, Traceback, _format_size,
-                         is_tracing, start, take_snapshot)
+                         is_tracing, reset_peak, start, take_snapshot)
 
 COMMANDS = ('run', 'leaks', 'top', 'diff', 'html')
 PROG = "python -m tracemalloc"
@@ -277,6 +277,11 @@ def _run_parser(prog, usage):
         help="also write an HTML report of the memory still held at exit "
              "to FILE")
     parser.add_argument(
+        "--peak", action="store_true",
+        help="report what was allocated when traced memory reached its "
+             "peak while the target ran, instead of what it still holds "
+             "at exit")
+    parser.add_argument(
         "-m", dest="run_module", action="store_true",
         help="run a module, like python -m")
     # Everything from the script (or module) name on belongs to the target,
@@ -313,13 +318,15 @@ def _format_run_report(stats, options, traceback_limit, file):
     grown = [stat for stat in stats if stat.size_diff > 0]
     shown = grown[:options.top]
     write = file.write
+    when = ("live at the peak of traced memory"
+            if getattr(options, "peak", False) else "still held at exit")
     if not grown:
         write(f"tracemalloc: no memory allocated by {options.target} is "
-              f"still held at exit\n")
+              f"{when}\n")
         file.flush()
         return
-    write(f"tracemalloc: memory allocated by {options.target} and still "
-          f"held at exit: top {len(shown)} of {len(grown)} sites, grouped "
+    write(f"tracemalloc: memory allocated by {options.target} and {when}: "
+          f"top {len(shown)} of {len(grown)} sites, grouped "
           f"by {options.group_by} (traceback limit: {traceback_limit})\n")
     for rank, stat in enumerate(shown, 1):
         amount = (f"size={_format_size(stat.size_diff, False)}, "
@@ -389,6 +396,9 @@ def command_run(argv, prog=f"{PROG} run"):
     # with -X tracemalloc, or by this tool) is not the target's doing: the
     # report is the growth since this snapshot.
     baseline = take_snapshot().filter_traces([noise])
+    if options.peak:
+        # The peak to report is the target's, not the tool's start-up.
+        reset_peak()
 
     # The report goes where stderr was, even if the target replaced it.
     report_file = sys.stderr
@@ -404,7 +414,7 @@ def command_run(argv, prog=f"{PROG} run"):
         print("tracemalloc: the program stopped tracing, no report",
               file=report_file)
         return status
-    final = take_snapshot().filter_traces([noise])
+    final = take_snapshot(peak=options.peak).filter_traces([noise])
     stats = final.compare_to(baseline, options.group_by)
     _format_run_report(stats, options, final.traceback_limit, report_file)
     if options.output:
@@ -412,8 +422,9 @@ def command_run(argv, prog=f"{PROG} run"):
         print(f"tracemalloc: snapshot written to {options.output}",
               file=report_file)
     if options.html:
+        what = "at its peak" if options.peak else "held at exit"
         _write_html(parser, final, options.html, base=baseline,
-                    title=f"memory held at exit by {options.target}")
+                    title=f"memory {what} by {options.target}")
     # Only now may the target's module-level objects go away.
     del target_globals
     return status

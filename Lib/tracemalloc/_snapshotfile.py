@@ -14,7 +14,9 @@ Layout (version 1):
       "traces": {"domain": [int, ...],          one column per field,
                  "size": [int, ...],            all of the same length
                  "traceback": [int, ...],       (index into tracebacks)
-                 "total_nframe": [int or null, ...]},
+                 "total_nframe": [int or null, ...],
+                 "thread": [int, ...]},         only in snapshots taken
+                                                 with threads=True
       "attributes": {name: value, ...}          extra snapshot attributes
     }
 
@@ -120,9 +122,11 @@ def encode(snapshot):
     import zlib
 
     traces = snapshot.traces._traces
-    if traces and set(map(len, traces)) != {4}:
+    lengths = set(map(len, traces))
+    if traces and lengths != {4} and lengths != {5}:
         raise TypeError("cannot dump snapshot: traces must be "
-                        "(domain, size, frames, total_nframe) tuples")
+                        "(domain, size, frames, total_nframe) tuples, "
+                        "or all have the allocating thread as a fifth item")
     if type(snapshot.traceback_limit) is not int:
         raise TypeError("cannot dump snapshot: traceback_limit must be an int")
 
@@ -155,8 +159,12 @@ def encode(snapshot):
         "traceback": list(map(index_by_id.__getitem__, ids)),
         "total_nframe": list(map(itemgetter(3), traces)),
     }
-    for name, allowed in (("domain", {int}), ("size", {int}),
-                          ("total_nframe", {int, type(None)})):
+    checks = [("domain", {int}), ("size", {int}),
+              ("total_nframe", {int, type(None)})]
+    if lengths == {5}:
+        columns["thread"] = list(map(itemgetter(4), traces))
+        checks.append(("thread", {int}))
+    for name, allowed in checks:
         try:
             _check_column(name, columns[name], allowed)
         except _SnapshotError as exc:
@@ -317,6 +325,8 @@ def _decode_document(document):
 
     columns = document["traces"]
     names = ("domain", "size", "traceback", "total_nframe")
+    if type(columns) is dict and "thread" in columns:
+        names += ("thread",)
     if type(columns) is not dict or set(columns) != set(names):
         raise _SnapshotError("unexpected traces layout")
     _check_column("domain", columns["domain"], {int})
@@ -330,9 +340,11 @@ def _decode_document(document):
     _check_indexes("traceback", traceback_ids, len(frames_table))
     # Traces of one call context share one frames tuple, as in a snapshot
     # taken from the engine.
+    if "thread" in columns:
+        _check_column("thread", columns["thread"], {int})
     traces = list(zip(columns["domain"], columns["size"],
                       map(frames_table.__getitem__, traceback_ids),
-                      columns["total_nframe"]))
+                      *(columns[name] for name in names[3:])))
 
     attributes = document["attributes"]
     if type(attributes) is not dict:

@@ -460,6 +460,8 @@ class LeakCheck:
         self.report = None
         self._iterator = None
         self._started_tracing = False
+        # regrtest collects garbage itself, before reading its statistics.
+        self._collect_garbage = True
 
     # Running
 
@@ -532,7 +534,8 @@ class LeakCheck:
             clear_caches()
             if callable(self.cleanup):
                 self.cleanup()
-        gc.collect()
+        if self._collect_garbage:
+            gc.collect()
         # The raw snapshot is dropped before the next round: only these
         # totals stay alive between rounds (unless keep_snapshots).
         if self.keep_snapshots:

@@ -27,6 +27,10 @@ from tracemalloc import leaks
 
 __all__ = ['no_leaks', 'skip_leak_check', 'LeakCheckMixin']
 
+# unittest leaves the frames of modules that define __unittest out of the
+# tracebacks of failures: the report is the failure, not this module.
+__unittest = True
+
 
 def _check_or_fail(test_case, func, options):
     """Run the leak check of *func*; fail *test_case* with the report."""
@@ -34,11 +38,11 @@ def _check_or_fail(test_case, func, options):
     report = check.run(func)
     if report:
         failure = getattr(test_case, 'failureException', AssertionError)
-        if issubclass(failure, leaks.LeakError):
-            raise failure(report)
-        # Chaining a LeakError keeps the report object reachable for
-        # tools that want more than the message.
-        raise failure(report.format()) from leaks.LeakError(report)
+        if failure is AssertionError:
+            raise leaks.LeakError(report)
+        error = failure(report.format())
+        error.report = report
+        raise error
     return report
 
 

@@ -9,9 +9,13 @@
 # Targets
 #   bench-pristine  build unmodified CPython 3.11.2 from the verified tarball
 #                   with the fork's configure/compiler flags (cached)
-#   bench           full suite (time + memory + scaling); writes
-#                   Tools/bench/RESULTS.md and the README.md summary
-#   bench-quick     a few-minute subset; prints tables only
+#   bench           full suite (time, memory, scaling, instructions,
+#                   longrun, snapshots); writes Tools/bench/RESULTS.md and
+#                   the README.md summary
+#   bench-quick     a short subset of every suite; prints tables only
+#   bench-instructions  callgrind instruction counts per alloc+free pair
+#   bench-longrun   engine memory over changing call paths (issue 7)
+#   bench-snapshots snapshot API at 10^4..10^6 live traces
 #   bench-results   regenerate RESULTS.md and the README summary from the
 #                   latest saved run (Tools/bench/results/latest-full.json)
 #
@@ -73,7 +77,10 @@ BENCH_RUN := $(BENCH_MK_DIR)/run.py
 # use whatever FORK_PYTHON points at.
 BENCH_FORK_DEPS ?= $(if $(BENCH_STANDALONE),,build)
 
-.PHONY: bench bench-quick bench-pristine bench-results bench-pristine-path
+.PHONY: bench bench-quick bench-pristine bench-results bench-pristine-path \
+	bench-instructions bench-longrun bench-snapshots
+
+BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots
 
 bench-pristine: $(PRISTINE_STAMP)
 	@echo "PRISTINE_PYTHON = $(PRISTINE_PYTHON)"
@@ -119,12 +126,19 @@ BENCH_CHECK_FORK = @test -x "$(FORK_PYTHON)" || { echo "bench: FORK_PYTHON=$(FOR
 bench: $(BENCH_FORK_DEPS) bench-pristine
 	$(BENCH_CHECK_FORK)
 	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
-	    --suites time,memory,scaling --results $(BENCH_ARGS)
+	    --suites $(BENCH_ALL_SUITES) --results $(BENCH_ARGS)
 
 bench-quick: $(BENCH_FORK_DEPS) bench-pristine
 	$(BENCH_CHECK_FORK)
 	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
-	    --quick --suites time,memory,scaling $(BENCH_ARGS)
+	    --quick --suites $(BENCH_ALL_SUITES) $(BENCH_ARGS)
+
+# One suite alone (full size; add BENCH_ARGS=--quick for the short one).
+# They save results/latest-custom.json (or -quick) and leave RESULTS.md alone.
+bench-instructions bench-longrun bench-snapshots: bench-%: $(BENCH_FORK_DEPS) bench-pristine
+	$(BENCH_CHECK_FORK)
+	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
+	    --suites $* $(BENCH_ARGS)
 
 bench-results:
 	$(BENCH_DRIVER) $(BENCH_MK_DIR)/report.py

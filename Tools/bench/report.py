@@ -274,6 +274,229 @@ def scaling_tables(s):
     return tables, cost
 
 
+# --------------------------------------------------------- instruction suite
+
+def instruction_pairs(ins):
+    """pair[name][config] = instructions per pair (the loop's iteration,
+    minus the control loop's where there is one)."""
+    import instructions
+    res = ins.get("results", {})
+    out = {}
+    for name, work, control in instructions.PAIRS:
+        if work not in ins.get("workloads", []):
+            continue
+        if control and control not in ins["workloads"]:
+            continue
+        row = {}
+        for label in ins["configs"]:
+            r = res.get(label)
+            if not r or work not in r:
+                continue
+            v = r[work]["per_iter"]
+            if control:
+                v -= r[control]["per_iter"]
+            row[label] = v
+        out[name] = row
+    return out
+
+
+def instruction_tables(ins):
+    import instructions
+    labels = ins["configs"]
+    h1 = ["loop"] + labels + ["what it does"]
+    r1 = []
+    for name in ins["workloads"]:
+        cells = [name]
+        for label in labels:
+            r = ins.get("results", {}).get(label, {}).get(name)
+            cells.append(fmt_num(r["per_iter"], 1) if r else "ERR")
+        cells.append(ins.get("descriptions", {}).get(name, ""))
+        r1.append(cells)
+    h2 = ["pair", "pristine off", "fork off - pristine off", "budget",
+          "pristine N=1 - off", "fork N=1 - off", "fork N=25 - off",
+          "budget", "budgets"]
+    r2 = []
+    for name, row in instruction_pairs(ins).items():
+        untraced_budget, traced_budget = instructions.BUDGETS.get(name, (None, None))
+        def d(a, b):
+            return row[a] - row[b] if a in row and b in row else None
+        untraced = d("fork off", "pristine off")
+        traced = [d("fork N=1", "fork off"), d("fork N=25", "fork off")]
+        status = "n/a"
+        if untraced is not None and None not in traced and untraced_budget is not None:
+            ok = untraced <= untraced_budget and max(traced) <= traced_budget
+            status = "met" if ok else "NOT met"
+        r2.append([name, fmt_num(row.get("pristine off"), 1),
+                   fmt_num(untraced, 1) if untraced is not None else "n/a",
+                   f"<= {untraced_budget:g}" if untraced_budget is not None else "",
+                   fmt_num(d("pristine N=1", "pristine off"), 1)
+                   if d("pristine N=1", "pristine off") is not None else "n/a"]
+                  + [fmt_num(t, 1) if t is not None else "n/a" for t in traced]
+                  + [f"<= {traced_budget:g}" if traced_budget is not None else "",
+                     status])
+    return (h1, r1), (h2, r2)
+
+
+def instruction_notes(ins):
+    return [f"{k}: {v}" for k, v in ins.get("errors", {}).items()]
+
+
+def instruction_intro(ins):
+    return (f"Instructions (callgrind `Ir`) per loop iteration: (Ir of {ins['big']:,} "
+            f"iterations - Ir of {ins['small']:,}) / {ins['big'] - ins['small']:,}, "
+            f"counted only inside the loop's exec() after a warm-up, the loop "
+            f"{ins['depth']} frames deep.  Each iteration allocates one block and "
+            f"frees the previous one.")
+
+
+# ------------------------------------------------------- long-running suite
+
+FLAT_LIMIT = 1.10  # max of the second half / max of the warm first half
+
+
+def longrun_summary(lr):
+    """Per config: sampled series, growth, bytes per live trace."""
+    out = {}
+    for label, r in lr.get("results", {}).items():
+        if r.get("error"):
+            out[label] = {"error": r["error"]}
+            continue
+        s = r["engine_memory"]
+        n = len(s)
+        warm = s[max(1, n // 10): max(2, n // 2)] or s[:1]
+        late = s[n // 2:] or s[-1:]
+        growth = max(late) / max(warm) if max(warm) else float("nan")
+        picks = sorted({0, n // 4, n // 2, (3 * n) // 4, n - 1})
+        out[label] = {
+            "samples": [(i + 1, s[i]) for i in picks],
+            "max": max(s), "growth": growth, "flat": growth <= FLAT_LIMIT,
+            "per_trace": s[-1] / max(1, r["traces"]), "traces": r["traces"],
+            "max_per_trace": max(s) / max(1, r["traces"]),
+            "traced_first": r["traced_memory"][0], "traced_last": r["traced_memory"][-1],
+            "seconds": r.get("seconds", float("nan")),
+        }
+    return out
+
+
+def longrun_table(lr):
+    summ = longrun_summary(lr)
+    rounds = lr["rounds"]
+    picks = sorted({0, rounds // 4, rounds // 2, (3 * rounds) // 4, rounds - 1})
+    header = (["config"] + [f"round {i + 1} (KiB)" for i in picks] +
+              ["max (KiB)", "growth", "", "live traces", "engine B/trace (last / max)",
+               "traced KiB first -> last"])
+    rows = []
+    for frames in lr["frames"]:
+        for side in ("fork", "pristine"):
+            label = f"{side} N={frames}"
+            v = summ.get(label)
+            if v is None:
+                continue
+            if "error" in v:
+                rows.append([label] + ["ERR"] * (len(header) - 1))
+                continue
+            rows.append([label] + [fmt_num(b / 1024, 0) for _, b in v["samples"]] +
+                        [fmt_num(v["max"] / 1024, 0), fmt_ratio(v["growth"]),
+                         "flat" if v["flat"] else "GROWS", f"{v['traces']:,}",
+                         f"{fmt_num(v['per_trace'], 1)} / {fmt_num(v['max_per_trace'], 1)}",
+                         f"{v['traced_first'] / 1024:,.0f} -> {v['traced_last'] / 1024:,.0f}"])
+    return header, rows, summ
+
+
+def longrun_intro(lr):
+    return (f"Long-running: {lr['rounds']} rounds of exponential recursion, "
+            f"random-shape tree walks and {lr['deep']}-frame stacks diverging "
+            f"near the root, a new seed each round, with {lr['live_objects']:,} "
+            f"objects live throughout.  Engine memory = "
+            f"`get_tracemalloc_memory()` after each round; *growth* = its max "
+            f"over the second half / its max over rounds {max(2, lr['rounds'] // 10 + 1)}"
+            f"-{lr['rounds'] // 2} (flat: <= {FLAT_LIMIT:.2f}x); *engine B/trace* "
+            f"= engine memory after the last round (and at its maximum) / live traces "
+            f"after the last round.")
+
+
+# -------------------------------------------------------------- snapshot suite
+
+def snapshot_cells(sn):
+    """cell[(side, size)] = record."""
+    return {(r["side"], r["size"]): r for r in sn.get("results", [])}
+
+
+def snapshot_table(sn):
+    cells = snapshot_cells(sn)
+    header = ["operation"]
+    for size in sn["sizes"]:
+        header += [f"fork {pow10(size)} (s)", f"pristine {pow10(size)} (s)",
+                   f"speed-up {pow10(size)}"]
+    if len(sn["sizes"]) > 1:
+        header.append(f"fork growth {pow10(sn['sizes'][-2])} -> {pow10(sn['sizes'][-1])}")
+    rows = []
+
+    def value(side, size, op):
+        r = cells.get((side, size))
+        if r is None or r.get("error"):
+            return None, "ERR"
+        if op in r.get("times", {}):
+            t = r["times"][op]
+            return t, fmt_num(t, 3)
+        if op in r.get("skipped", {}):
+            return None, f"skipped (~{r['skipped'][op]:,.0f}s)"
+        return None, "n/a"
+
+    for op in sn["operations"]:
+        row = [op]
+        for size in sn["sizes"]:
+            f, fs = value("fork", size, op)
+            p, ps = value("pristine", size, op)
+            row += [fs, ps, fmt_ratio(p / f) if f and p else "n/a"]
+        if len(sn["sizes"]) > 1:
+            a, _ = value("fork", sn["sizes"][-2], op)
+            b, _ = value("fork", sn["sizes"][-1], op)
+            row.append(fmt_ratio(b / a) if a and b else "n/a")
+        rows.append(row)
+    for what, key in (("file size (KiB)", "file_bytes"), ("traces", "traces"),
+                      ("traces, 2nd snapshot (1st held)", "traces_2nd")):
+        row = [what]
+        for size in sn["sizes"]:
+            vals = []
+            for side in ("fork", "pristine"):
+                r = cells.get((side, size), {})
+                v = r.get(key)
+                vals.append(v)
+                if v is None:
+                    row.append("n/a")
+                elif key == "file_bytes":
+                    row.append(fmt_num(v / 1024, 0))
+                else:
+                    row.append(f"{v:,}")
+            f, p = vals
+            if key == "file_bytes":
+                row.append(f"{f / p:.3f} of pristine" if f and p else "n/a")
+            else:
+                row.append("")
+        if len(sn["sizes"]) > 1:
+            a = cells.get(("fork", sn["sizes"][-2]), {}).get(key)
+            b = cells.get(("fork", sn["sizes"][-1]), {}).get(key)
+            row.append(fmt_ratio(b / a) if a and b else "n/a")
+        rows.append(row)
+    return header, rows
+
+
+def snapshot_intro(sn):
+    return (f"Snapshots: live traces with {sn['frames']}-frame tracebacks "
+            f"({sn['leaves']} paths, 3 lines each), timed inside one child per size "
+            f"and interpreter with tracing on (`tracemalloc.start({sn['frames']})` after "
+            f"start-up, so the counts are the program's), "
+            f"best of up to 3 timings within a second; *speed-up* = pristine / fork.  "
+            f"Operations predicted (linearly, from the previous size) to take more "
+            f"than {sn.get('op_cap', 0):.0f} s on one side are skipped at that size.")
+
+
+def snapshot_notes(sn):
+    return [f"{r['side']} {r['size']:,}: {r['error']}"
+            for r in sn.get("results", []) if r.get("error")]
+
+
 # --------------------------------------------------------------------- output
 
 def all_text_tables(data):
@@ -298,6 +521,35 @@ def all_text_tables(data):
         out.append("")
         out.append(render_text(*t2))
         for note in memory_notes(data["memory"]):
+            out.append("  ! " + note)
+        out.append("")
+    if "instructions" in data:
+        ins = data["instructions"]
+        out.append(instruction_intro(ins))
+        if ins.get("results"):
+            t1, t2 = instruction_tables(ins)
+            out.append(render_text(*t1, align=["<"] + [">"] * (len(t1[0]) - 2) + ["<"]))
+            out.append("")
+            out.append("Per pair: the pair's own instructions untraced, and what tracing "
+                       "adds (N=k - off, same build):")
+            out.append(render_text(*t2))
+        for note in instruction_notes(ins):
+            out.append("  ! " + note)
+        out.append("")
+    if "longrun" in data:
+        lr = data["longrun"]
+        out.append(longrun_intro(lr))
+        header, rows, _ = longrun_table(lr)
+        out.append(render_text(header, rows))
+        for label, r in lr.get("results", {}).items():
+            if r.get("error"):
+                out.append(f"  ! {label}: {r['error']}")
+        out.append("")
+    if "snapshots" in data:
+        sn = data["snapshots"]
+        out.append(snapshot_intro(sn))
+        out.append(render_text(*snapshot_table(sn)))
+        for note in snapshot_notes(sn):
             out.append("  ! " + note)
         out.append("")
     if "scaling" in data:
@@ -391,6 +643,40 @@ def results_markdown(data):
         notes = memory_notes(m)
         if notes:
             lines += ["Problems:", ""] + [f"- {n}" for n in notes] + [""]
+    if "instructions" in data:
+        ins = data["instructions"]
+        lines += ["## Instructions per allocation+free pair", "",
+                  instruction_intro(ins) + "  Measured with `valgrind "
+                  "--tool=callgrind`; deterministic, unlike wall time.  The raw "
+                  "domain is reached through ctypes, whose own cost is removed by "
+                  "a control loop making the same calls to `labs()`.  Budgets are "
+                  "in `Tools/bench/README.md`.", ""]
+        if ins.get("results"):
+            t1, t2 = instruction_tables(ins)
+            lines += [render_md(*t1, align=["<"] + [">"] * (len(t1[0]) - 2) + ["<"]), "",
+                      "Per pair: *pristine off* is the whole iteration untraced "
+                      "(for raw, the pair net of the ctypes calls); the other "
+                      "columns are differences in instructions per pair.", "",
+                      render_md(*t2), ""]
+        notes = instruction_notes(ins)
+        if notes:
+            lines += ["Problems:", ""] + [f"- {n}" for n in notes] + [""]
+    if "longrun" in data:
+        lr = data["longrun"]
+        header, rows, _ = longrun_table(lr)
+        lines += ["## Long-running: engine memory with constant live data", "",
+                  longrun_intro(lr), "", render_md(header, rows), ""]
+        errs = [f"- {label}: {r['error']}" for label, r in lr.get("results", {}).items()
+                if r.get("error")]
+        if errs:
+            lines += ["Problems:", ""] + errs + [""]
+    if "snapshots" in data:
+        sn = data["snapshots"]
+        lines += ["## Snapshots", "", snapshot_intro(sn), "",
+                  render_md(*snapshot_table(sn)), ""]
+        notes = snapshot_notes(sn)
+        if notes:
+            lines += ["Problems:", ""] + [f"- {n}" for n in notes] + [""]
     if "scaling" in data:
         s = data["scaling"]
         tables, _ = scaling_tables(s)
@@ -457,6 +743,78 @@ def summary_markdown(data):
                 hi = pow10(points[-1]) if axis == "live" else points[-1]
                 rows.append([f"ns per traced alloc, N={frames}, {what} {lo} -> {hi}",
                              cells[0], cells[1], "flat"])
+    if "instructions" in data and data["instructions"].get("results"):
+        import instructions
+        pairs = instruction_pairs(data["instructions"])
+        names = [n for n in pairs if n != "empty_loop"]
+        def diffs(a, b):
+            return " / ".join(fmt_num(pairs[n][a] - pairs[n][b], 0)
+                              if a in pairs[n] and b in pairs[n] else "n/a"
+                              for n in names)
+        what = " / ".join(n.split(" ")[0] for n in names)
+        rows.append([f"instructions added per untraced pair vs pristine ({what})",
+                     diffs("fork off", "pristine off"), "0",
+                     "<= " + " / ".join(f"{instructions.BUDGETS[n][0]:g}" for n in names)])
+        rows.append([f"instructions added by tracing a pair, N=1 ({what})",
+                     diffs("fork N=1", "fork off"), diffs("pristine N=1", "pristine off"),
+                     "<= " + " / ".join(f"{instructions.BUDGETS[n][1]:g}" for n in names)])
+        rows.append([f"instructions added by tracing a pair, N=25 ({what})",
+                     diffs("fork N=25", "fork off"), "",
+                     "<= " + " / ".join(f"{instructions.BUDGETS[n][1]:g}" for n in names)])
+    if "longrun" in data:
+        lr = data["longrun"]
+        summ = longrun_summary(lr)
+        for frames in lr["frames"]:
+            cells = []
+            for side in ("fork", "pristine"):
+                v = summ.get(f"{side} N={frames}", {})
+                if not v or "error" in v:
+                    cells.append("n/a")
+                    continue
+                first = v["samples"][0][1]
+                cells.append(f"{benchlib.human_bytes(first)} -> "
+                             f"{benchlib.human_bytes(v['samples'][-1][1])}, max "
+                             f"{benchlib.human_bytes(v['max'])} "
+                             f"({'flat' if v['flat'] else 'grows'}, "
+                             f"{fmt_num(v['per_trace'], 1)} B/trace, "
+                             f"{fmt_num(v['max_per_trace'], 1)} at max)")
+            rows.append([f"engine memory over {lr['rounds']} rounds of changing call "
+                         f"paths, constant live data, N={frames}",
+                         cells[0], cells[1], "flat; B/trace <= pristine"])
+    if "snapshots" in data:
+        sn = data["snapshots"]
+        cells = snapshot_cells(sn)
+        groups = [("take_snapshot / dump / load", ["take_snapshot", "dump", "load"], ">= 5x"),
+                  ("statistics lineno / filename / traceback / lineno cum. / filename cum.",
+                   ["statistics lineno", "statistics filename", "statistics traceback",
+                    "statistics lineno cumulative", "statistics filename cumulative"],
+                   ">= 10x"),
+                  ("compare_to lineno / traceback", ["compare_to lineno", "compare_to traceback"],
+                   ">= 10x")]
+        for title, ops, target in groups:
+            fork_cells, prist_cells = [], []
+            for op in ops:
+                # the largest size at which both sides measured the operation
+                for size in reversed(sn["sizes"]):
+                    f = cells.get(("fork", size), {}).get("times", {}).get(op)
+                    pr = cells.get(("pristine", size), {}).get("times", {}).get(op)
+                    if f and pr:
+                        fork_cells.append(f"{fmt_num(f, 3)}s ({fmt_ratio(pr / f)}, {pow10(size)})")
+                        prist_cells.append(f"{fmt_num(pr, 3)}s")
+                        break
+                else:
+                    fork_cells.append("n/a")
+                    prist_cells.append("n/a")
+            rows.append([f"snapshot {title}, {sn['frames']}-frame tracebacks "
+                         f"(s; speed-up, traces)", " / ".join(fork_cells),
+                         " / ".join(prist_cells), target + " faster"])
+        big = sn["sizes"][-1]
+        f = cells.get(("fork", big), {}).get("file_bytes")
+        pr = cells.get(("pristine", big), {}).get("file_bytes")
+        rows.append([f"snapshot file size, {pow10(big)} traces",
+                     benchlib.human_bytes(f) + (f" ({f / pr:.3f}x)" if f and pr else "")
+                     if f else "n/a",
+                     benchlib.human_bytes(pr) if pr else "n/a", "<= 1/3 of pristine"])
     lines.append(render_md(header, rows))
     return "\n".join(lines)
 

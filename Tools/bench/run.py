@@ -13,6 +13,14 @@ memory   tracemalloc bookkeeping bytes per live block and peak-RSS overhead
          at 10^4..10^7 live blocks (memory.py).
 scaling  ns per traced allocation as live blocks grow and as the stack
          deepens (scaling.py).
+instructions
+         callgrind instruction counts per allocation+free pair, untraced
+         and traced, on micro-loops (instructions.py; needs valgrind).
+longrun  engine memory over rounds of changing call paths with constant
+         live data (longrun.py).
+snapshots
+         take_snapshot/dump/load/statistics/compare_to at 10^4..10^6 live
+         traces of 30-frame tracebacks (snapshots.py).
 
 Every run saves its raw data to results/latest-{full,quick}.json.  With
 ``--results`` it also writes RESULTS.md and the README.md summary (``make
@@ -43,6 +51,9 @@ QUICK_WORKLOADS = ["objects_dict", "float_nbody", "strings", "json_roundtrip",
 # evenly, still interleaved with the others).  "off" configurations are cheap
 # and always run in every repetition.
 SLOW_RATIO = 3.0
+
+# Every suite, in the order a run executes them.
+ALL_SUITES = ["time", "memory", "scaling", "instructions", "longrun", "snapshots"]
 
 
 def discover_workloads():
@@ -175,7 +186,7 @@ def parse_args(argv):
     p.add_argument("--stat", choices=("median", "min"), default="median",
                    help="statistic over the repetitions of a cell (default median)")
     p.add_argument("--suites", default="time",
-                   help="comma-separated: time,memory,scaling (default: time)")
+                   help="comma-separated: " + ",".join(ALL_SUITES) + " (default: time)")
     p.add_argument("--json", metavar="OUT", help="also write the raw results here")
     p.add_argument("--results", action="store_true",
                    help="write RESULTS.md and the README.md summary afterwards")
@@ -199,7 +210,7 @@ def main(argv=None):
             print(f"run.py: --{side} {path} is not executable", file=sys.stderr)
             return 2
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
-    unknown = set(suites) - {"time", "memory", "scaling"}
+    unknown = set(suites) - set(ALL_SUITES)
     if unknown:
         print(f"run.py: unknown suite(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
@@ -215,7 +226,9 @@ def main(argv=None):
     reps = args.reps or (3 if args.quick else 7)
     slow_reps = args.slow_reps or (1 if args.quick else 2)
     kind = "quick" if args.quick else "full"
-    if args.only or args.reps or args.scale != 1.0 or args.slow_reps or args.stat != "median":
+    if args.only or args.reps or args.scale != 1.0 or args.slow_reps or args.stat != "median" \
+            or set(suites) != set(ALL_SUITES):
+        # Not the whole suite: must not replace the saved full run.
         kind = "custom" if not args.quick else "quick"
 
     same = os.path.realpath(pythons["pristine"]) == os.path.realpath(pythons["fork"])
@@ -256,6 +269,15 @@ def main(argv=None):
         progress = benchlib.Progress()
         data["scaling"] = scaling.run_scaling_suite(pythons, args.quick, args.timeout, progress)
         print(report.all_text_tables({"scaling": data["scaling"]}), flush=True)
+
+    for key, module, func in (("instructions", "instructions", "run_instructions_suite"),
+                              ("longrun", "longrun", "run_longrun_suite"),
+                              ("snapshots", "snapshots", "run_snapshot_suite")):
+        if key in suites:
+            progress = benchlib.Progress()
+            suite = getattr(__import__(module), func)
+            data[key] = suite(pythons, args.quick, args.timeout, progress)
+            print(report.all_text_tables({key: data[key]}), flush=True)
 
     meta["duration_s"] = time.monotonic() - t0
     os.makedirs(benchlib.RESULTS_DIR, exist_ok=True)

@@ -15,6 +15,7 @@ non-zero when anything failed.
 
 import argparse
 import concurrent.futures
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,6 +42,7 @@ OURS = [
     "test.test_tracemalloc_fuzz_corpus",
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
+    "test.test_tracemalloc_parity",  # skips without pristine 3.11.2
 ]
 
 REGRESSION = [
@@ -92,6 +94,19 @@ TRACED_EXCLUSIONS = {
                    "PyMemPymallocDebugTests")
        for name in ("test_api_misuse", "test_buffer_overflow")},
 }
+
+
+def parity_note():
+    """Which pristine 3.11.2 the parity test compares with, or why it
+    skips."""
+    path = os.path.join(REPO, "Lib", "test", "test_tracemalloc_parity.py")
+    spec = importlib.util.spec_from_file_location("_parity_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pristine, why = module.find_pristine()
+    if pristine is None:
+        return f"test_tracemalloc_parity SKIPPED: {why}"
+    return f"test_tracemalloc_parity compares with {pristine}"
 
 
 def run_one(python, label, module, env_extra, timeout, skips):
@@ -161,6 +176,8 @@ def main():
 
     print(f"running {len(runs)} test modules with {args.python}, "
           f"{args.jobs} at a time", flush=True)
+    if any(module == "test.test_tracemalloc_parity" for _, module, _ in runs):
+        print(f"  {parity_note()}")
     for test_id, why in KNOWN_DIFFERENCES.items():
         print(f"  excluded {test_id}: {why}")
     for test_id, why in TRACED_EXCLUSIONS.items():
