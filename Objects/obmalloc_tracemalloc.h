@@ -17,22 +17,34 @@
 
 #include "pycore_tracemalloc.h"
 
+#include <stddef.h>                // offsetof()
+
 #if defined(WITH_PYMALLOC) && WITH_PYMALLOC_RADIX_TREE
 #  define TM_POOL_SLOTS 1
 #else
 #  define TM_POOL_SLOTS 0
 #endif
 
+/* Defined whatever the build: without pool slots the cache stays empty and
+   the store's fast path always falls back to _PyTraceMalloc_PoolSlot(). */
+_PyTraceMalloc_PoolCacheEntry _PyTraceMalloc_pool_cache[
+    _PyTraceMalloc_POOL_CACHE_SIZE];
+uint32_t _PyTraceMalloc_caller_skew;
+
 #if TM_POOL_SLOTS
 
-typedef struct {
-    poolp pool;             /* the pool these slots describe */
-    uint32_t szidx;         /* its size class when the array was made */
-    uint32_t nslots;        /* NUMBLOCKS(szidx) */
-    uint32_t reciprocal;    /* ceil(2**32 / block size): offset -> index */
-    uint32_t live;          /* slots in use */
-    _PyTraceMalloc_Slot slots[];
-} pool_traces;
+/* The slot array of a pool: _PyTraceMalloc_PoolTraces, in the engine's
+   header, so that the store's fast path can read it (see
+   _PyTraceMalloc_PoolSlotCached()); the constants it uses must be
+   pymalloc's. */
+typedef _PyTraceMalloc_PoolTraces pool_traces;
+_Static_assert(_PyTraceMalloc_POOL_BITS == POOL_BITS,
+               "the engine's pool size is pymalloc's");
+_Static_assert(_PyTraceMalloc_POOL_OVERHEAD == POOL_OVERHEAD,
+               "the engine's pool header size is pymalloc's");
+_Static_assert(_PyTraceMalloc_POOL_SZIDX_OFFSET
+               == offsetof(struct pool_header, szidx),
+               "the engine reads pymalloc's size class index");
 
 static struct {
     pool_traces **entries;  /* index 0 is never used: it means "none" */
@@ -40,9 +52,6 @@ static struct {
     uint32_t cap;
     uint32_t *free_indexes; /* indexes of NULL entries, to reuse */
     uint32_t nfree;
-    /* Offset of the caller's pointer in its block: 2 words under the
-       debug hooks, else 0.  Set when tracing starts. */
-    uint32_t caller_skew;
     size_t memory;          /* bytes of slot arrays + registry */
 } tm_pools;
 
@@ -51,13 +60,11 @@ static struct {
    Emptied whenever a slot array is freed or an arena goes away.  An empty
    entry names POOL_CACHE_EMPTY, which no POOL_ADDR() can equal (it is not
    pool-aligned): with NULL, every address below POOL_SIZE (NULL, tiny
-   addresses passed to the C API) matched an empty entry. */
+   addresses passed to the C API) matched an empty entry.  Read by the
+   store's inline fast path too. */
 #define POOL_CACHE_EMPTY ((poolp)(uintptr_t)1)
-#define POOL_CACHE_SIZE 64
-static struct {
-    poolp pool;
-    pool_traces *pt;
-} tm_pool_cache[POOL_CACHE_SIZE];
+#define POOL_CACHE_SIZE _PyTraceMalloc_POOL_CACHE_SIZE
+#define tm_pool_cache _PyTraceMalloc_pool_cache
 
 static inline size_t
 pool_cache_index(poolp pool)
@@ -153,6 +160,7 @@ pool_traces_create(poolp pool, int *nomem)
     pt->szidx = szidx;
     pt->nslots = nslots;
     uint32_t block_size = INDEX2SIZE(szidx);
+    pt->block_size = block_size;
     pt->reciprocal = (uint32_t)((((uint64_t)1 << 32) + block_size - 1)
                                 / block_size);
     pt->live = 0;
@@ -182,7 +190,7 @@ pool_traces_slot(pool_traces *pt, poolp pool, const void *p, uint32_t **live)
        address inside it (PyTraceMalloc_Track() of an interior pointer)
        is a different key, kept in the table like upstream. */
     uint32_t skew = offset - index * INDEX2SIZE(pt->szidx);
-    if (index >= pt->nslots || skew != tm_pools.caller_skew) {
+    if (index >= pt->nslots || skew != _PyTraceMalloc_caller_skew) {
         return NULL;
     }
     *live = &pt->live;
@@ -269,7 +277,10 @@ _PyTraceMalloc_PoolSlotsClear(void)
     free(tm_pools.entries);
     free(tm_pools.free_indexes);
     memset(&tm_pools, 0, sizeof(tm_pools));
-    tm_pools.caller_skew = _PyMem_DebugEnabled() ? 2 * sizeof(size_t) : 0;
+    /* Offset of the caller's pointer in its block: 2 words under the
+       debug hooks, else 0. */
+    _PyTraceMalloc_caller_skew = _PyMem_DebugEnabled() ? 2 * sizeof(size_t)
+                                                        : 0;
     pool_cache_clear();
 }
 
@@ -376,6 +387,12 @@ _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit, void *arg)
 void
 _PyTraceMalloc_PoolSlotsClear(void)
 {
+    /* Nothing is ever cached, but the store's fast path compares with
+       these entries: none may look like the pool at address 0. */
+    for (size_t i = 0; i < _PyTraceMalloc_POOL_CACHE_SIZE; i++) {
+        _PyTraceMalloc_pool_cache[i].pool = (void *)(uintptr_t)1;
+        _PyTraceMalloc_pool_cache[i].pt = NULL;
+    }
 }
 
 size_t

@@ -449,7 +449,7 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
         int nomem = 0;
         uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 1, &nomem, &live);
         if (slot != NULL) {
             if (slot->node == 0) {
@@ -523,7 +523,7 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
             *node = slot_node(slot);
@@ -558,7 +558,7 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live);
         if (slot != NULL && slot->node != 0) {
             *node = slot_node(slot);
@@ -583,7 +583,7 @@ _PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlot(
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live);
         if (slot != NULL) {
             if (slot->node == 0) {

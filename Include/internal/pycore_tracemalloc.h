@@ -82,6 +82,36 @@ PyAPI_FUNC(int) _PyTraceMalloc_ResumeThread(void);
 extern void _PyTraceMalloc_CodeFreed(void *code);
 
 /* ---- pool slots: Objects/obmalloc_tracemalloc.h ------------------------ */
+/* The slot array of one pymalloc pool: one slot per block of its size
+   class, found from the block's offset in the pool. */
+typedef struct {
+    void *pool;                 /* the pool these slots describe */
+    uint32_t szidx;             /* its size class when the array was made */
+    uint32_t nslots;            /* blocks in the pool */
+    uint32_t block_size;
+    uint32_t reciprocal;        /* ceil(2**32 / block size): offset ->
+                                   index without a division */
+    uint32_t live;              /* slots in use */
+    _PyTraceMalloc_Slot slots[];
+} _PyTraceMalloc_PoolTraces;
+
+/* pymalloc's constants that the fast path below needs (64-bit builds with
+   the radix tree; obmalloc_tracemalloc.h checks them at compile time). */
+#define _PyTraceMalloc_POOL_BITS 14
+#define _PyTraceMalloc_POOL_OVERHEAD 48
+#define _PyTraceMalloc_POOL_SZIDX_OFFSET 36
+
+/* Recently used pools (Objects/obmalloc_tracemalloc.h). */
+#define _PyTraceMalloc_POOL_CACHE_SIZE 64
+typedef struct {
+    void *pool;
+    _PyTraceMalloc_PoolTraces *pt;
+} _PyTraceMalloc_PoolCacheEntry;
+extern _PyTraceMalloc_PoolCacheEntry _PyTraceMalloc_pool_cache[
+    _PyTraceMalloc_POOL_CACHE_SIZE];
+/* Offset of the caller's pointer in its block (the debug hooks' header). */
+extern uint32_t _PyTraceMalloc_caller_skew;
+
 /* The slot of P when P lies in a pymalloc pool, else NULL.  With CREATE,
    the pool's slot array is made on demand; *NOMEM is set if that fails.
    *LIVE is the pool's count of used slots, for the caller to keep. */
@@ -98,6 +128,39 @@ extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit,
                                            void *arg);
 extern void _PyTraceMalloc_PoolSlotsClear(void);
 extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
+/* Hot path of the store: the slot of P when P's pool is in the pool
+   cache; otherwise _PyTraceMalloc_PoolSlot() (in obmalloc.c, which knows
+   pymalloc's internals).  Inline here because the store is another
+   translation unit: a call per lookup was a third of the cost of
+   re-tracing a free-list object. */
+static inline _PyTraceMalloc_Slot *
+_PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
+                              uint32_t **live)
+{
+    uintptr_t pool = (uintptr_t)p
+                     & ~(((uintptr_t)1 << _PyTraceMalloc_POOL_BITS) - 1);
+    _PyTraceMalloc_PoolCacheEntry *e = &_PyTraceMalloc_pool_cache[
+        (pool >> _PyTraceMalloc_POOL_BITS)
+        & (_PyTraceMalloc_POOL_CACHE_SIZE - 1)];
+    if ((uintptr_t)e->pool == pool
+        && e->pt->szidx == *(const uint32_t *)(
+               pool + _PyTraceMalloc_POOL_SZIDX_OFFSET)) {
+        _PyTraceMalloc_PoolTraces *pt = e->pt;
+        uint32_t offset = (uint32_t)((uintptr_t)p - pool
+                                     - _PyTraceMalloc_POOL_OVERHEAD);
+        uint32_t index = (uint32_t)(((uint64_t)offset * pt->reciprocal)
+                                    >> 32);
+        if (index >= pt->nslots
+            || offset - index * pt->block_size
+               != _PyTraceMalloc_caller_skew) {
+            return NULL;
+        }
+        *live = &pt->live;
+        return &pt->slots[index];
+    }
+    return _PyTraceMalloc_PoolSlot(p, create, nomem, live);
+}
+
 /* Full check: no free block of any pool keeps a trace; returns the number
    of live slots and their total size, or -1 with *WHY set. */
 extern int64_t _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size,
