@@ -383,6 +383,12 @@ class ParityTest(unittest.TestCase):
     def test_closures(self):
         self.check("closures")
 
+    def test_deep_recursion(self):
+        self.check("deep_recursion")
+
+    def test_threads(self):
+        self.check("threads")
+
     def test_callbacks_from_c(self):
         self.check("callbacks_from_c")
 

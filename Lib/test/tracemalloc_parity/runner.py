@@ -23,7 +23,8 @@ It prints one JSON document on stdout, {"python": sys.version,
      "frame_objects": [[traceback, count], ...]}
 
 "traces" groups, per traceback and total number of frames, the traces whose
-most recent frame is in scenarios.py: how many traces of each size.
+most recent frame is in scenarios.py, except those of its import (mode
+"startup"): how many traces of each size.
 "frame_objects" counts, per traceback, the live generators, coroutines,
 asynchronous generators and frame objects allocated in scenarios.py.  Each
 traceback is a list of [file, line] pairs, most recent first, where file is
@@ -48,6 +49,8 @@ RUNNER_FILE = os.path.abspath(__file__)
 STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 # co_filename of the scenarios, as the import system spelled it.
 SCENARIOS_SPELLINGS = {scenarios.__file__, SCENARIOS_FILE}
+
+IMPORT_SYSTEM = "<frozen importlib."
 
 FRAME_CARRYING_TYPES = (types.GeneratorType, types.CoroutineType,
                         types.AsyncGeneratorType, types.FrameType)
@@ -106,6 +109,13 @@ def group_traces(snapshot):
     # most recent frame first, as _get_traces() returns them: the Trace
     # objects would cost too much with upstream's tracing of the loop on.
     for domain, size, frames, total_nframe in snapshot.traces._traces:
+        if len(frames) > 1 and frames[1][0].startswith(IMPORT_SYSTEM):
+            # Run by the import of scenarios.py (mode "startup"): not a
+            # scenario, and history-dependent (a class statement may grow
+            # object's table of subclasses, which the fork and upstream
+            # resize at different points: they create a different number
+            # of classes at startup).
+            continue
         frames = portable_frames(frames)
         if frames:
             key = json.dumps([frames, total_nframe])
@@ -151,6 +161,9 @@ def main():
                 and tracemalloc.get_traceback_limit() == nframe):
             raise SystemExit(f"mode startup: run me with "
                              f"-X tracemalloc={nframe}")
+        if nframe < 2:
+            raise SystemExit("mode startup needs 2 frames or more, to tell "
+                             "the import of scenarios.py from scenarios")
     elif mode != "start":
         raise SystemExit(f"unknown mode {mode!r}")
     if not names:

@@ -18,7 +18,10 @@ before tracing starts.
 import asyncio
 import collections
 import functools
+import itertools
 import re
+import sys
+import threading
 import weakref
 
 
@@ -93,9 +96,49 @@ def generators():
     for gen in paused:
         keep.append(next(gen))
     keep.append(paused)
-    squares = (n * n for n in range(50))             
+    squares = (n * n for n in range(50))
     keep.append(list(zip(squares, map(str, range(50)))))
+    resilient = guarded("g")
+    keep.append(next(resilient))
+    keep.append(throw_into(resilient))
+    keep.append(next(resilient))
+    resilient.close()
+    keep.append(resilient)
+    outer = delegating_guarded("o")
+    keep.append(next(outer))
+    keep.append(throw_into(outer))
+    outer.close()
     return keep
+
+
+class Retry(Exception):
+    pass
+
+
+def guarded(tag):
+    log = []
+    try:
+        while True:
+            try:
+                yield [tag, "ok", len(log)]
+            except Retry:
+                log.append([tag, "retry"])
+                yield {"retried": tag, "log": log}
+    finally:
+        log.append((tag, "closed"))
+        GENERATOR_LOG.append(log)
+
+
+def delegating_guarded(tag):
+    result = yield from guarded(tag)
+    return [result]
+
+
+def throw_into(gen):
+    return gen.throw(Retry)
+
+
+GENERATOR_LOG = []
 
 
 # ---- coroutines under asyncio -----------------------------------------------
@@ -158,6 +201,47 @@ def closures():
     return keep
 
 
+# ---- deep recursion: tracebacks longer than N frames ------------------------
+
+def descend(depth, out):
+    if depth:
+        descend(depth - 1, out)
+        if depth % 10 == 0:
+            out.append([depth] * 3)
+    else:
+        out.append({"bottom": [depth]})
+
+
+def deep_recursion():
+    out = []
+    descend(60, out)
+    return out
+
+
+# ---- a thread started and joined --------------------------------------------
+
+def worker(results, count):
+    local = [(i, "w%d" % i) for i in range(count)]
+    results.append(local)
+    results.append({"done": count})
+
+
+def threads():
+    results = []
+    # No switch forced by the clock while the scenario runs: the threads
+    # interleave only where they block, the same way on every run.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        for count in (5, 10):
+            thread = threading.Thread(target=worker, args=(results, count))
+            thread.start()
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return results
+
+
 # ---- callbacks from C -------------------------------------------------------
 
 def sort_key(word):
@@ -186,6 +270,25 @@ class Watched:
     pass
 
 
+class Meta(type):
+    def __new__(mcls, name, bases, namespace):
+        namespace["registry"] = [name]
+        return super().__new__(mcls, name, bases, namespace)
+
+
+class Described:
+    def __set_name__(self, owner, name):
+        self.names = [owner.__name__, name]
+
+    def __get__(self, instance, owner=None):
+        return ("got", [instance is None])
+
+
+@functools.lru_cache(maxsize=None)
+def cached(n):
+    return [n, "cached%d" % n]
+
+
 def callbacks_from_c():
     words = ["w%d" % (i * 37 % 101) for i in range(60)]
     keep = [sorted(words, key=sort_key)]
@@ -203,6 +306,14 @@ def callbacks_from_c():
             for w in watched]
     del watched
     keep.append((notes, refs))
+
+    class Plugin(metaclass=Meta):
+        attribute = Described()
+    keep.append(Plugin)
+    keep.append([Plugin.attribute, Plugin().attribute])
+    keep.append([cached(i % 7) for i in range(20)])
+    keep.append(list(itertools.chain.from_iterable(
+        ([i] for i in range(10)))))
     return keep
 
 
@@ -438,6 +549,8 @@ SCENARIOS = {
     "generators": generators,
     "coroutines": coroutines,
     "closures": closures,
+    "deep_recursion": deep_recursion,
+    "threads": threads,
     "callbacks_from_c": callbacks_from_c,
     "exceptions": exceptions,
     "comprehensions": comprehensions,
