@@ -42,7 +42,14 @@ OURS = [
     "test.test_tracemalloc_fuzz_corpus",
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
+    "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without pristine 3.11.2
+]
+
+# Our tests that must also pass with tracing on from startup, the way users
+# run their suites (their child processes inherit PYTHONTRACEMALLOC).
+OURS_TRACED = [
+    "test.test_tracemalloc_module",
 ]
 
 REGRESSION = [
@@ -168,6 +175,9 @@ def main():
     if args.only in (None, "ours"):
         for m in OURS:
             runs.append(("fork", m, {}))
+        for m in OURS_TRACED:
+            runs.append(("fork[PYTHONTRACEMALLOC=25]", m,
+                         {"PYTHONTRACEMALLOC": "25"}))
     if args.only in (None, "regression"):
         for m in REGRESSION:
             runs.append(("regression[plain]", m, {}))
