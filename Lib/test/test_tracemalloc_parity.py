@@ -140,10 +140,12 @@ def frames_key(frames):
     return tuple(tuple(frame) for frame in frames)
 
 
-def describe(frames, total_nframe=None):
+def describe(frames, total_nframe=None, domain=0):
     text = " <- ".join(f"{name}:{line}" for name, line in frames)
     if total_nframe is not None:
         text += f" (total_nframe={total_nframe})"
+    if domain:
+        text += f" (domain {domain})"
     return text
 
 
@@ -177,15 +179,15 @@ def compare(fork, pristine, frame_field_size=FRAME_FIELD_SIZE,
     problems = []
     groups = {}
     for side, document in (("fork", fork), ("pristine", pristine)):
-        for frames, total_nframe, sizes in document["traces"]:
+        for frames, total_nframe, domain, sizes in document["traces"]:
             entry = groups.setdefault(
-                (frames_key(frames), total_nframe),
+                (frames_key(frames), total_nframe, domain),
                 {"fork": collections.Counter(),
                  "pristine": collections.Counter()})
             entry[side].update({int(size): count
                                 for size, count in sizes.items()})
     for description, line, size in fork_extra:
-        candidates = [entry for (frames, _), entry in groups.items()
+        candidates = [entry for (frames, _, _), entry in groups.items()
                       if frames[0] == ("<scenarios>", line)
                       and entry["fork"][size] > entry["pristine"][size]]
         if len(candidates) == 1:
@@ -209,13 +211,14 @@ def compare(fork, pristine, frame_field_size=FRAME_FIELD_SIZE,
     # Counts must match per traceback; sizes per frames, where the
     # frame-carrying objects are counted.
     by_frames = {}
-    for (frames, total_nframe), entry in sorted(groups.items()):
+    for (frames, total_nframe, domain), entry in sorted(groups.items()):
         fork_count = sum(entry["fork"].values())
         pristine_count = sum(entry["pristine"].values())
         if fork_count != pristine_count:
             problems.append(
-                f"{describe(frames, total_nframe)}: {fork_count} traces "
-                f"on the fork, {pristine_count} on pristine; sizes: fork "
+                f"{describe(frames, total_nframe, domain)}: {fork_count} "
+                f"traces on the fork, {pristine_count} on pristine; sizes: "
+                f"fork "
                 f"{dict(sorted(entry['fork'].items()))}, pristine "
                 f"{dict(sorted(entry['pristine'].items()))}")
             continue
@@ -263,8 +266,8 @@ class CompareTest(unittest.TestCase):
 
     @staticmethod
     def document(traces, frame_objects=()):
-        return {"traces": [[frames, total, {str(size): count
-                                            for size, count in sizes}]
+        return {"traces": [[frames, total, 0, {str(size): count
+                                               for size, count in sizes}]
                            for frames, total, sizes in traces],
                 "frame_objects": [list(item) for item in frame_objects]}
 
@@ -420,6 +423,12 @@ class ParityTest(unittest.TestCase):
         self.check("tuple_after_start",
                    [(mode, n) for mode, n in CONFIGURATIONS
                     if mode == "start"])
+
+    def test_held_snapshot(self):
+        self.check("held_snapshot")
+
+    def test_other_domains(self):
+        self.check("other_domains")
 
     def test_list_freed_last(self):
         self.check("list_freed_last", fork_extra=[

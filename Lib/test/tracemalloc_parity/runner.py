@@ -19,10 +19,11 @@ them by default) in turn:
 It prints one JSON document on stdout, {"python": sys.version,
 "scenarios": {name: result}}, where each result is
 
-    {"traces": [[traceback, total_nframe, {size: count}], ...],
+    {"traces": [[traceback, total_nframe, domain, {size: count}], ...],
      "frame_objects": [[traceback, count], ...]}
 
-"traces" groups, per traceback and total number of frames, the traces whose
+"traces" groups, per traceback, total number of frames and domain, the
+traces whose
 most recent frame is in scenarios.py, except those of its import (mode
 "startup"): how many traces of each size.
 "frame_objects" counts, per traceback, the live generators, coroutines,
@@ -103,7 +104,8 @@ def frame_carrying_objects():
 
 
 def group_traces(snapshot):
-    """[[traceback, total_nframe, {size: count}], ...] of our traces."""
+    """[[traceback, total_nframe, domain, {size: count}], ...] of our
+    traces."""
     groups = {}
     # The raw traces, (domain, size, frames, total_nframe) tuples with the
     # most recent frame first, as _get_traces() returns them: the Trace
@@ -118,7 +120,7 @@ def group_traces(snapshot):
             continue
         frames = portable_frames(frames)
         if frames:
-            key = json.dumps([frames, total_nframe])
+            key = json.dumps([frames, total_nframe, domain])
             sizes = groups.setdefault(key, {})
             sizes[size] = sizes.get(size, 0) + 1
     return [json.loads(key) + [sizes] for key, sizes in groups.items()]

@@ -24,6 +24,8 @@ import sys
 import threading
 import weakref
 
+import _testcapi
+
 
 # ---- recursion --------------------------------------------------------------
 
@@ -531,6 +533,44 @@ tuple_after_start.collect_after_start = False
 tuple_after_start.modes = ("start",)
 
 
+# ---- blocks of other domains (PyTraceMalloc_Track) ---------------------------
+
+# Made-up addresses: the blocks are never touched, only tracked.
+FAKE_BLOCKS = 1 << 44
+
+
+def track(domain, index, size, release_gil=False):
+    _testcapi.tracemalloc_track(domain, FAKE_BLOCKS + 4096 * index, size,
+                                release_gil)
+
+
+def other_domains():
+    for index in range(20):
+        track(index % 3 + 1, index, 100 + index)
+    for index in range(20, 30):
+        track(2 ** 32 - 1, index, 5000, release_gil=True)
+    for index in range(0, 20, 4):
+        _testcapi.tracemalloc_untrack(index % 3 + 1,
+                                      FAKE_BLOCKS + 4096 * index)
+    track(1, 3, 999)                # tracked again: replaces the trace
+    return []
+
+
+# ---- a snapshot held while the next one is taken ----------------------------
+
+def held_snapshot():
+    import tracemalloc
+    kept = []
+    for i in range(300):
+        pair = (i, "p%d" % i)       # 2-tuples, strings and lists freed:
+        box = [pair]                # the snapshot below takes some of them
+        if i % 3 == 0:              # back from the free lists
+            kept.append(box)
+    snapshot = tracemalloc.take_snapshot()
+    kept.append([(i,) for i in range(10)])
+    return kept, snapshot
+
+
 # ---- a list freed just before the snapshot ----------------------------------
 
 def list_freed_last():
@@ -560,5 +600,7 @@ SCENARIOS = {
     "resizing": resizing,
     "dynamic_code": dynamic_code,
     "tuple_after_start": tuple_after_start,
+    "other_domains": other_domains,
+    "held_snapshot": held_snapshot,
     "list_freed_last": list_freed_last,
 }
