@@ -533,7 +533,7 @@ tuple_after_start.collect_after_start = False
 tuple_after_start.modes = ("start",)
 
 
-# ---- blocks of other domains (PyTraceMalloc_Track) ---------------------------
+# ---- blocks of other domains (PyTraceMalloc_Track) --------------------------
 
 # Made-up addresses: the blocks are never touched, only tracked.
 FAKE_BLOCKS = 1 << 44
