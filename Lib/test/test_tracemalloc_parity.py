@@ -386,6 +386,12 @@ class ParityTest(unittest.TestCase):
     def test_closures(self):
         self.check("closures")
 
+    def test_calls(self):
+        self.check("calls")
+
+    def test_multi_line(self):
+        self.check("multi_line")
+
     def test_deep_recursion(self):
         self.check("deep_recursion")
 

@@ -18,6 +18,7 @@ before tracing starts.
 import asyncio
 import collections
 import functools
+import gc
 import itertools
 import re
 import sys
@@ -110,6 +111,9 @@ def generators():
     keep.append(next(outer))
     keep.append(throw_into(outer))
     outer.close()
+    doomed = guarded("x")
+    keep.append(next(doomed))
+    del doomed                      # closed by its deallocation
     return keep
 
 
@@ -203,6 +207,65 @@ def closures():
     return keep
 
 
+# ---- calls: arguments packed while the callee's frame is made ---------------
+
+def packed(*args, **kwargs):
+    return [args, kwargs]
+
+
+def defaults(a, b=(), *rest, key=None, **options):
+    return {"a": a, "rest": rest, "options": options}
+
+
+def calls():
+    keep = [packed(1, 2, 3, x=4, y=5)]
+    keep.append(packed(*range(10), **{"k%d" % i: i for i in range(10)}))
+    keep.append(defaults("a", "b", "c", "d", key=1, extra=[2]))
+    keep.append([packed(i, name="n%d" % i) for i in range(5)])
+    keep.append(list(map(lambda i: packed(i, i + 1), range(5))))
+    return keep
+
+
+# ---- multi-line statements: the line of the allocating instruction --------
+
+def multi_line():
+    table = [
+        [1, 2],
+        (3,
+         "four" * 2),
+        {"five":
+         [5]},
+    ]
+    joined = "-".join(
+        str(part)
+        for part in range(20)
+    )
+    chained = (
+        "a b c d"
+        .upper()
+        .split()
+    )
+    mapping = {
+        key:
+        [key] * 2
+        for key in range(8)
+    }
+    formatted = [
+        f"{i:>4}"
+        f"{i * 2}"
+        for i in range(6)
+    ]
+    chosen = ([1, 2]
+              if len(table) > 2
+              else [3])
+    called = packed(
+        [1],
+        (2, 3),
+        key={"four": 4},
+    )
+    return [table, joined, chained, mapping, formatted, chosen, called]
+
+
 # ---- deep recursion: tracebacks longer than N frames ------------------------
 
 def descend(depth, out):
@@ -291,6 +354,18 @@ def cached(n):
     return [n, "cached%d" % n]
 
 
+class Finalized:
+    def __init__(self, name):
+        self.name = name
+        self.cycle = self
+
+    def __del__(self):
+        FINALIZED.append([self.name, "finalized"])
+
+
+FINALIZED = []
+
+
 def callbacks_from_c():
     words = ["w%d" % (i * 37 % 101) for i in range(60)]
     keep = [sorted(words, key=sort_key)]
@@ -316,6 +391,13 @@ def callbacks_from_c():
     keep.append([cached(i % 7) for i in range(20)])
     keep.append(list(itertools.chain.from_iterable(
         ([i] for i in range(10)))))
+    keep.append(sorted(range(10), key=lambda i: sorted(
+        [str(i), str(-i)], key=lambda s: [s[::-1]])))
+    for i in range(3):
+        Finalized("f%d" % i)
+    gc.collect()                    # runs the __del__ methods
+    keep.append(FINALIZED[:])
+    del FINALIZED[:]
     return keep
 
 
@@ -589,6 +671,8 @@ SCENARIOS = {
     "generators": generators,
     "coroutines": coroutines,
     "closures": closures,
+    "calls": calls,
+    "multi_line": multi_line,
     "deep_recursion": deep_recursion,
     "threads": threads,
     "callbacks_from_c": callbacks_from_c,
