@@ -2,12 +2,14 @@
 
 Each program of tracemalloc_parity/scenarios.py (recursion, generators
 resumed from several callers, coroutines and asynchronous generators under
-asyncio, closures, callbacks from C, exceptions, comprehensions, class
-bodies, big buffers, resizing, code compiled at run time, free lists) runs
-on this interpreter and on pristine 3.11.2, at N = 1, 5 and 25 frames, with
-tracing started by tracemalloc.start() and by -X tracemalloc.  The live
-traces allocated in scenarios.py are compared per traceback (frames and
-total number of frames): the number of traces and their sizes.
+asyncio, closures, calls, callbacks from C, exceptions, comprehensions,
+class bodies, a thread, big buffers, resizing, code compiled at run time,
+other domains, free lists...) runs on this interpreter and on pristine
+3.11.2 (CONFIGURATIONS): at N = 1, 5 and 25 frames with tracing started by
+tracemalloc.start(), at N = 5 with -X tracemalloc, and at N = 5 under
+PYTHONMALLOC=malloc and debug.  The live traces allocated in scenarios.py
+are compared per traceback (frames, total number of frames, domain): the
+number of traces and their sizes.
 
 They must be the same, except for the differences documented in
 Doc/library/tracemalloc.rst, "Differences from upstream", which the test
@@ -42,11 +44,19 @@ RUNNER = os.path.join(PROGRAMS_DIR, "runner.py")
 PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
 PRISTINE_VERSION = "3.11.2"
 
-# How tracing is started, and with how many frames: tracemalloc.start(N) in
-# the program, or -X tracemalloc=N.  Tracing from startup costs pristine
-# several seconds per run at N=25 (every import traced with deep stacks):
-# one N is enough to compare what startup tracing adds.
-CONFIGURATIONS = (("start", 1), ("start", 5), ("start", 25), ("startup", 5))
+# How tracing is started, with how many frames, and under which allocator
+# (PYTHONMALLOC; None: pymalloc): tracemalloc.start(N) in the program, or
+# -X tracemalloc=N.  Tracing from startup costs pristine several seconds per
+# run at N=25 (every import traced with deep stacks): one N is enough to
+# compare what startup tracing adds.
+CONFIGURATIONS = (
+    ("start", 1, None),
+    ("start", 5, None),
+    ("start", 25, None),
+    ("startup", 5, None),
+    ("start", 5, "malloc"),
+    ("start", 5, "debug"),
+)
 
 # Bytes that patch 0002 adds to _PyInterpreterFrame, and so to every object
 # that embeds one.
@@ -108,25 +118,28 @@ def find_pristine():
     return max(builds)[1], None
 
 
-def child_env():
+def child_env(allocator=None):
     env = {name: value for name, value in os.environ.items()
            if not name.startswith("PYTHON")}
     env["PYTHONHASHSEED"] = "0"
+    if allocator is not None:
+        env["PYTHONMALLOC"] = allocator
     return env
 
 
 _results = {}
 
 
-def run_scenarios(python, nframe, mode):
+def run_scenarios(python, mode, nframe, allocator=None):
     """Run every scenario on *python*; return {name: result} (cached)."""
-    key = (python, nframe, mode)
+    key = (python, mode, nframe, allocator)
     if key not in _results:
         args = [python, "-s"]
         if mode == "startup":
             args += ["-X", f"tracemalloc={nframe}"]
         args += [RUNNER, mode, str(nframe)]
-        proc = subprocess.run(args, env=child_env(), cwd=PROGRAMS_DIR,
+        proc = subprocess.run(args, env=child_env(allocator),
+                              cwd=PROGRAMS_DIR,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, timeout=600)
         if proc.returncode:
@@ -355,16 +368,19 @@ class ParityTest(unittest.TestCase):
 
     def check(self, name, configurations=CONFIGURATIONS, fork_extra=()):
         grown = 0
-        for mode, nframe in configurations:
-            with self.subTest(mode=mode, nframe=nframe):
-                fork = run_scenarios(sys.executable, nframe, mode)[name]
-                pristine = run_scenarios(PRISTINE, nframe, mode)[name]
+        for mode, nframe, allocator in configurations:
+            with self.subTest(mode=mode, nframe=nframe, allocator=allocator):
+                fork = run_scenarios(sys.executable, mode, nframe,
+                                     allocator)[name]
+                pristine = run_scenarios(PRISTINE, mode, nframe,
+                                         allocator)[name]
                 self.assertTrue(fork["traces"], "the runner found no trace")
                 problems, grown_here = compare(fork, pristine,
                                                fork_extra=fork_extra)
                 grown += grown_here
                 if problems:
-                    self.fail(f"scenario {name}, {mode}, N={nframe}: "
+                    self.fail(f"scenario {name}, {mode}, N={nframe}, "
+                              f"PYTHONMALLOC={allocator}: "
                               f"{len(problems)} undocumented differences "
                               f"from pristine {PRISTINE_VERSION}:\n"
                               + "\n".join(problems))
@@ -427,8 +443,8 @@ class ParityTest(unittest.TestCase):
         # METH_FASTCALL start(): that tuple, allocated before tracing
         # started, would be the first 1-tuple built after start(), untraced.
         self.check("tuple_after_start",
-                   [(mode, n) for mode, n in CONFIGURATIONS
-                    if mode == "start"])
+                   [configuration for configuration in CONFIGURATIONS
+                    if configuration[0] == "start"])
 
     def test_held_snapshot(self):
         self.check("held_snapshot")
