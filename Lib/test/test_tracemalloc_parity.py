@@ -24,9 +24,10 @@ expects exactly:
 
 Any other difference fails, with the tracebacks and sizes on both sides.
 
-Pristine 3.11.2 is the interpreter named by $TRACEMALLOC_PRISTINE_PYTHON,
-else the one `make bench-pristine` built in the fork's cache.  Without it
-the tests are skipped, and say so.
+Pristine 3.11.2 is the interpreter named by $TRACEMALLOC_PRISTINE_PYTHON
+(the tests fail if it is not there), else the one `make bench-pristine`
+built in the fork's cache (`make test` passes it by name when it exists).
+Without it the tests are skipped, and say so.
 """
 
 import collections
@@ -362,6 +363,9 @@ class ParityTest(unittest.TestCase):
     """Each scenario on the fork and on pristine 3.11.2."""
 
     def setUp(self):
+        if SKIP_REASON is not None and os.environ.get(PRISTINE_ENV):
+            # Asked for by name: a missing interpreter is an error.
+            self.fail(SKIP_REASON)
         if SKIP_REASON is not None:
             self.skipTest(f"parity with pristine {PRISTINE_VERSION} not "
                           f"checked: {SKIP_REASON}")
