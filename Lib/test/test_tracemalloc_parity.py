@@ -2,12 +2,14 @@
 
 Each program of tracemalloc_parity/scenarios.py (recursion, generators
 resumed from several callers, coroutines and asynchronous generators under
-asyncio, closures, callbacks from C, exceptions, comprehensions, class
-bodies, big buffers, resizing, code compiled at run time, free lists) runs
-on this interpreter and on pristine 3.11.2, at N = 1, 5 and 25 frames, with
-tracing started by tracemalloc.start() and by -X tracemalloc.  The live
-traces allocated in scenarios.py are compared per traceback (frames and
-total number of frames): the number of traces and their sizes.
+asyncio, closures, calls, callbacks from C, exceptions, comprehensions,
+class bodies, a thread, big buffers, resizing, code compiled at run time,
+other domains, free lists...) runs on this interpreter and on pristine
+3.11.2 (CONFIGURATIONS): at N = 1, 5 and 25 frames with tracing started by
+tracemalloc.start(), at N = 5 with -X tracemalloc, and at N = 5 under
+PYTHONMALLOC=malloc and debug.  The live traces allocated in scenarios.py
+are compared per traceback (frames, total number of frames, domain): the
+number of traces and their sizes.
 
 They must be the same, except for the differences documented in
 Doc/library/tracemalloc.rst, "Differences from upstream", which the test
@@ -22,9 +24,10 @@ expects exactly:
 
 Any other difference fails, with the tracebacks and sizes on both sides.
 
-Pristine 3.11.2 is the interpreter named by $TRACEMALLOC_PRISTINE_PYTHON,
-else the one `make bench-pristine` built in the fork's cache.  Without it
-the tests are skipped, and say so.
+Pristine 3.11.2 is the interpreter named by $TRACEMALLOC_PRISTINE_PYTHON
+(the tests fail if it is not there), else the one `make bench-pristine`
+built in the fork's cache (`make test` passes it by name when it exists).
+Without it the tests are skipped, and say so.
 """
 
 import collections
@@ -42,11 +45,19 @@ RUNNER = os.path.join(PROGRAMS_DIR, "runner.py")
 PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
 PRISTINE_VERSION = "3.11.2"
 
-# How tracing is started, and with how many frames: tracemalloc.start(N) in
-# the program, or -X tracemalloc=N.  Tracing from startup costs pristine
-# several seconds per run at N=25 (every import traced with deep stacks):
-# one N is enough to compare what startup tracing adds.
-CONFIGURATIONS = (("start", 1), ("start", 5), ("start", 25), ("startup", 5))
+# How tracing is started, with how many frames, and under which allocator
+# (PYTHONMALLOC; None: pymalloc): tracemalloc.start(N) in the program, or
+# -X tracemalloc=N.  Tracing from startup costs pristine several seconds per
+# run at N=25 (every import traced with deep stacks): one N is enough to
+# compare what startup tracing adds.
+CONFIGURATIONS = (
+    ("start", 1, None),
+    ("start", 5, None),
+    ("start", 25, None),
+    ("startup", 5, None),
+    ("start", 5, "malloc"),
+    ("start", 5, "debug"),
+)
 
 # Bytes that patch 0002 adds to _PyInterpreterFrame, and so to every object
 # that embeds one.
@@ -108,25 +119,28 @@ def find_pristine():
     return max(builds)[1], None
 
 
-def child_env():
+def child_env(allocator=None):
     env = {name: value for name, value in os.environ.items()
            if not name.startswith("PYTHON")}
     env["PYTHONHASHSEED"] = "0"
+    if allocator is not None:
+        env["PYTHONMALLOC"] = allocator
     return env
 
 
 _results = {}
 
 
-def run_scenarios(python, nframe, mode):
+def run_scenarios(python, mode, nframe, allocator=None):
     """Run every scenario on *python*; return {name: result} (cached)."""
-    key = (python, nframe, mode)
+    key = (python, mode, nframe, allocator)
     if key not in _results:
         args = [python, "-s"]
         if mode == "startup":
             args += ["-X", f"tracemalloc={nframe}"]
         args += [RUNNER, mode, str(nframe)]
-        proc = subprocess.run(args, env=child_env(), cwd=PROGRAMS_DIR,
+        proc = subprocess.run(args, env=child_env(allocator),
+                              cwd=PROGRAMS_DIR,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, timeout=600)
         if proc.returncode:
@@ -140,10 +154,12 @@ def frames_key(frames):
     return tuple(tuple(frame) for frame in frames)
 
 
-def describe(frames, total_nframe=None):
+def describe(frames, total_nframe=None, domain=0):
     text = " <- ".join(f"{name}:{line}" for name, line in frames)
     if total_nframe is not None:
         text += f" (total_nframe={total_nframe})"
+    if domain:
+        text += f" (domain {domain})"
     return text
 
 
@@ -177,15 +193,15 @@ def compare(fork, pristine, frame_field_size=FRAME_FIELD_SIZE,
     problems = []
     groups = {}
     for side, document in (("fork", fork), ("pristine", pristine)):
-        for frames, total_nframe, sizes in document["traces"]:
+        for frames, total_nframe, domain, sizes in document["traces"]:
             entry = groups.setdefault(
-                (frames_key(frames), total_nframe),
+                (frames_key(frames), total_nframe, domain),
                 {"fork": collections.Counter(),
                  "pristine": collections.Counter()})
             entry[side].update({int(size): count
                                 for size, count in sizes.items()})
     for description, line, size in fork_extra:
-        candidates = [entry for (frames, _), entry in groups.items()
+        candidates = [entry for (frames, _, _), entry in groups.items()
                       if frames[0] == ("<scenarios>", line)
                       and entry["fork"][size] > entry["pristine"][size]]
         if len(candidates) == 1:
@@ -209,13 +225,14 @@ def compare(fork, pristine, frame_field_size=FRAME_FIELD_SIZE,
     # Counts must match per traceback; sizes per frames, where the
     # frame-carrying objects are counted.
     by_frames = {}
-    for (frames, total_nframe), entry in sorted(groups.items()):
+    for (frames, total_nframe, domain), entry in sorted(groups.items()):
         fork_count = sum(entry["fork"].values())
         pristine_count = sum(entry["pristine"].values())
         if fork_count != pristine_count:
             problems.append(
-                f"{describe(frames, total_nframe)}: {fork_count} traces "
-                f"on the fork, {pristine_count} on pristine; sizes: fork "
+                f"{describe(frames, total_nframe, domain)}: {fork_count} "
+                f"traces on the fork, {pristine_count} on pristine; sizes: "
+                f"fork "
                 f"{dict(sorted(entry['fork'].items()))}, pristine "
                 f"{dict(sorted(entry['pristine'].items()))}")
             continue
@@ -263,8 +280,8 @@ class CompareTest(unittest.TestCase):
 
     @staticmethod
     def document(traces, frame_objects=()):
-        return {"traces": [[frames, total, {str(size): count
-                                            for size, count in sizes}]
+        return {"traces": [[frames, total, 0, {str(size): count
+                                               for size, count in sizes}]
                            for frames, total, sizes in traces],
                 "frame_objects": [list(item) for item in frame_objects]}
 
@@ -346,22 +363,28 @@ class ParityTest(unittest.TestCase):
     """Each scenario on the fork and on pristine 3.11.2."""
 
     def setUp(self):
+        if SKIP_REASON is not None and os.environ.get(PRISTINE_ENV):
+            # Asked for by name: a missing interpreter is an error.
+            self.fail(SKIP_REASON)
         if SKIP_REASON is not None:
             self.skipTest(f"parity with pristine {PRISTINE_VERSION} not "
                           f"checked: {SKIP_REASON}")
 
     def check(self, name, configurations=CONFIGURATIONS, fork_extra=()):
         grown = 0
-        for mode, nframe in configurations:
-            with self.subTest(mode=mode, nframe=nframe):
-                fork = run_scenarios(sys.executable, nframe, mode)[name]
-                pristine = run_scenarios(PRISTINE, nframe, mode)[name]
+        for mode, nframe, allocator in configurations:
+            with self.subTest(mode=mode, nframe=nframe, allocator=allocator):
+                fork = run_scenarios(sys.executable, mode, nframe,
+                                     allocator)[name]
+                pristine = run_scenarios(PRISTINE, mode, nframe,
+                                         allocator)[name]
                 self.assertTrue(fork["traces"], "the runner found no trace")
                 problems, grown_here = compare(fork, pristine,
                                                fork_extra=fork_extra)
                 grown += grown_here
                 if problems:
-                    self.fail(f"scenario {name}, {mode}, N={nframe}: "
+                    self.fail(f"scenario {name}, {mode}, N={nframe}, "
+                              f"PYTHONMALLOC={allocator}: "
                               f"{len(problems)} undocumented differences "
                               f"from pristine {PRISTINE_VERSION}:\n"
                               + "\n".join(problems))
@@ -382,6 +405,18 @@ class ParityTest(unittest.TestCase):
 
     def test_closures(self):
         self.check("closures")
+
+    def test_calls(self):
+        self.check("calls")
+
+    def test_multi_line(self):
+        self.check("multi_line")
+
+    def test_deep_recursion(self):
+        self.check("deep_recursion")
+
+    def test_threads(self):
+        self.check("threads")
 
     def test_callbacks_from_c(self):
         self.check("callbacks_from_c")
@@ -412,8 +447,14 @@ class ParityTest(unittest.TestCase):
         # METH_FASTCALL start(): that tuple, allocated before tracing
         # started, would be the first 1-tuple built after start(), untraced.
         self.check("tuple_after_start",
-                   [(mode, n) for mode, n in CONFIGURATIONS
-                    if mode == "start"])
+                   [configuration for configuration in CONFIGURATIONS
+                    if configuration[0] == "start"])
+
+    def test_held_snapshot(self):
+        self.check("held_snapshot")
+
+    def test_other_domains(self):
+        self.check("other_domains")
 
     def test_list_freed_last(self):
         self.check("list_freed_last", fork_extra=[

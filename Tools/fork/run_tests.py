@@ -42,7 +42,14 @@ OURS = [
     "test.test_tracemalloc_fuzz_corpus",
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
+    "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without pristine 3.11.2
+]
+
+# Our tests that must also pass with tracing on from startup, the way users
+# run their suites (their child processes inherit PYTHONTRACEMALLOC).
+OURS_TRACED = [
+    "test.test_tracemalloc_module",
 ]
 
 REGRESSION = [
@@ -104,6 +111,8 @@ def parity_note():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     pristine, why = module.find_pristine()
+    if pristine is None and os.environ.get(module.PRISTINE_ENV):
+        return f"test_tracemalloc_parity cannot compare (fails): {why}"
     if pristine is None:
         return f"test_tracemalloc_parity SKIPPED: {why}"
     return f"test_tracemalloc_parity compares with {pristine}"
@@ -168,6 +177,9 @@ def main():
     if args.only in (None, "ours"):
         for m in OURS:
             runs.append(("fork", m, {}))
+        for m in OURS_TRACED:
+            runs.append(("fork[PYTHONTRACEMALLOC=25]", m,
+                         {"PYTHONTRACEMALLOC": "25"}))
     if args.only in (None, "regression"):
         for m in REGRESSION:
             runs.append(("regression[plain]", m, {}))

@@ -19,11 +19,13 @@ them by default) in turn:
 It prints one JSON document on stdout, {"python": sys.version,
 "scenarios": {name: result}}, where each result is
 
-    {"traces": [[traceback, total_nframe, {size: count}], ...],
+    {"traces": [[traceback, total_nframe, domain, {size: count}], ...],
      "frame_objects": [[traceback, count], ...]}
 
-"traces" groups, per traceback and total number of frames, the traces whose
-most recent frame is in scenarios.py: how many traces of each size.
+"traces" groups, per traceback, total number of frames and domain, the
+traces whose
+most recent frame is in scenarios.py, except those of its import (mode
+"startup"): how many traces of each size.
 "frame_objects" counts, per traceback, the live generators, coroutines,
 asynchronous generators and frame objects allocated in scenarios.py.  Each
 traceback is a list of [file, line] pairs, most recent first, where file is
@@ -48,6 +50,8 @@ RUNNER_FILE = os.path.abspath(__file__)
 STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 # co_filename of the scenarios, as the import system spelled it.
 SCENARIOS_SPELLINGS = {scenarios.__file__, SCENARIOS_FILE}
+
+IMPORT_SYSTEM = "<frozen importlib."
 
 FRAME_CARRYING_TYPES = (types.GeneratorType, types.CoroutineType,
                         types.AsyncGeneratorType, types.FrameType)
@@ -100,15 +104,23 @@ def frame_carrying_objects():
 
 
 def group_traces(snapshot):
-    """[[traceback, total_nframe, {size: count}], ...] of our traces."""
+    """[[traceback, total_nframe, domain, {size: count}], ...] of our
+    traces."""
     groups = {}
     # The raw traces, (domain, size, frames, total_nframe) tuples with the
     # most recent frame first, as _get_traces() returns them: the Trace
     # objects would cost too much with upstream's tracing of the loop on.
     for domain, size, frames, total_nframe in snapshot.traces._traces:
+        if len(frames) > 1 and frames[1][0].startswith(IMPORT_SYSTEM):
+            # Run by the import of scenarios.py (mode "startup"): not a
+            # scenario, and history-dependent (a class statement may grow
+            # object's table of subclasses, which the fork and upstream
+            # resize at different points: they create a different number
+            # of classes at startup).
+            continue
         frames = portable_frames(frames)
         if frames:
-            key = json.dumps([frames, total_nframe])
+            key = json.dumps([frames, total_nframe, domain])
             sizes = groups.setdefault(key, {})
             sizes[size] = sizes.get(size, 0) + 1
     return [json.loads(key) + [sizes] for key, sizes in groups.items()]
@@ -151,6 +163,9 @@ def main():
                 and tracemalloc.get_traceback_limit() == nframe):
             raise SystemExit(f"mode startup: run me with "
                              f"-X tracemalloc={nframe}")
+        if nframe < 2:
+            raise SystemExit("mode startup needs 2 frames or more, to tell "
+                             "the import of scenarios.py from scenarios")
     elif mode != "start":
         raise SystemExit(f"unknown mode {mode!r}")
     if not names:

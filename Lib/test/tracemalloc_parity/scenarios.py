@@ -18,8 +18,14 @@ before tracing starts.
 import asyncio
 import collections
 import functools
+import gc
+import itertools
 import re
+import sys
+import threading
 import weakref
+
+import _testcapi
 
 
 # ---- recursion --------------------------------------------------------------
@@ -93,9 +99,52 @@ def generators():
     for gen in paused:
         keep.append(next(gen))
     keep.append(paused)
-    squares = (n * n for n in range(50))             
+    squares = (n * n for n in range(50))
     keep.append(list(zip(squares, map(str, range(50)))))
+    resilient = guarded("g")
+    keep.append(next(resilient))
+    keep.append(throw_into(resilient))
+    keep.append(next(resilient))
+    resilient.close()
+    keep.append(resilient)
+    outer = delegating_guarded("o")
+    keep.append(next(outer))
+    keep.append(throw_into(outer))
+    outer.close()
+    doomed = guarded("x")
+    keep.append(next(doomed))
+    del doomed                      # closed by its deallocation
     return keep
+
+
+class Retry(Exception):
+    pass
+
+
+def guarded(tag):
+    log = []
+    try:
+        while True:
+            try:
+                yield [tag, "ok", len(log)]
+            except Retry:
+                log.append([tag, "retry"])
+                yield {"retried": tag, "log": log}
+    finally:
+        log.append((tag, "closed"))
+        GENERATOR_LOG.append(log)
+
+
+def delegating_guarded(tag):
+    result = yield from guarded(tag)
+    return [result]
+
+
+def throw_into(gen):
+    return gen.throw(Retry)
+
+
+GENERATOR_LOG = []
 
 
 # ---- coroutines under asyncio -----------------------------------------------
@@ -158,6 +207,106 @@ def closures():
     return keep
 
 
+# ---- calls: arguments packed while the callee's frame is made ---------------
+
+def packed(*args, **kwargs):
+    return [args, kwargs]
+
+
+def defaults(a, b=(), *rest, key=None, **options):
+    return {"a": a, "rest": rest, "options": options}
+
+
+def calls():
+    keep = [packed(1, 2, 3, x=4, y=5)]
+    keep.append(packed(*range(10), **{"k%d" % i: i for i in range(10)}))
+    keep.append(defaults("a", "b", "c", "d", key=1, extra=[2]))
+    keep.append([packed(i, name="n%d" % i) for i in range(5)])
+    keep.append(list(map(lambda i: packed(i, i + 1), range(5))))
+    return keep
+
+
+# ---- multi-line statements: the line of the allocating instruction --------
+
+def multi_line():
+    table = [
+        [1, 2],
+        (3,
+         "four" * 2),
+        {"five":
+         [5]},
+    ]
+    joined = "-".join(
+        str(part)
+        for part in range(20)
+    )
+    chained = (
+        "a b c d"
+        .upper()
+        .split()
+    )
+    mapping = {
+        key:
+        [key] * 2
+        for key in range(8)
+    }
+    formatted = [
+        f"{i:>4}"
+        f"{i * 2}"
+        for i in range(6)
+    ]
+    chosen = ([1, 2]
+              if len(table) > 2
+              else [3])
+    called = packed(
+        [1],
+        (2, 3),
+        key={"four": 4},
+    )
+    return [table, joined, chained, mapping, formatted, chosen, called]
+
+
+# ---- deep recursion: tracebacks longer than N frames ------------------------
+
+def descend(depth, out):
+    if depth:
+        descend(depth - 1, out)
+        if depth % 10 == 0:
+            out.append([depth] * 3)
+    else:
+        out.append({"bottom": [depth]})
+
+
+def deep_recursion():
+    out = []
+    descend(60, out)
+    return out
+
+
+# ---- a thread started and joined --------------------------------------------
+
+def worker(results, count):
+    local = [(i, "w%d" % i) for i in range(count)]
+    results.append(local)
+    results.append({"done": count})
+
+
+def threads():
+    results = []
+    # No switch forced by the clock while the scenario runs: the threads
+    # interleave only where they block, the same way on every run.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        for count in (5, 10):
+            thread = threading.Thread(target=worker, args=(results, count))
+            thread.start()
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return results
+
+
 # ---- callbacks from C -------------------------------------------------------
 
 def sort_key(word):
@@ -186,6 +335,37 @@ class Watched:
     pass
 
 
+class Meta(type):
+    def __new__(mcls, name, bases, namespace):
+        namespace["registry"] = [name]
+        return super().__new__(mcls, name, bases, namespace)
+
+
+class Described:
+    def __set_name__(self, owner, name):
+        self.names = [owner.__name__, name]
+
+    def __get__(self, instance, owner=None):
+        return ("got", [instance is None])
+
+
+@functools.lru_cache(maxsize=None)
+def cached(n):
+    return [n, "cached%d" % n]
+
+
+class Finalized:
+    def __init__(self, name):
+        self.name = name
+        self.cycle = self
+
+    def __del__(self):
+        FINALIZED.append([self.name, "finalized"])
+
+
+FINALIZED = []
+
+
 def callbacks_from_c():
     words = ["w%d" % (i * 37 % 101) for i in range(60)]
     keep = [sorted(words, key=sort_key)]
@@ -203,6 +383,21 @@ def callbacks_from_c():
             for w in watched]
     del watched
     keep.append((notes, refs))
+
+    class Plugin(metaclass=Meta):
+        attribute = Described()
+    keep.append(Plugin)
+    keep.append([Plugin.attribute, Plugin().attribute])
+    keep.append([cached(i % 7) for i in range(20)])
+    keep.append(list(itertools.chain.from_iterable(
+        ([i] for i in range(10)))))
+    keep.append(sorted(range(10), key=lambda i: sorted(
+        [str(i), str(-i)], key=lambda s: [s[::-1]])))
+    for i in range(3):
+        Finalized("f%d" % i)
+    gc.collect()                    # runs the __del__ methods
+    keep.append(FINALIZED[:])
+    del FINALIZED[:]
     return keep
 
 
@@ -420,6 +615,44 @@ tuple_after_start.collect_after_start = False
 tuple_after_start.modes = ("start",)
 
 
+# ---- blocks of other domains (PyTraceMalloc_Track) --------------------------
+
+# Made-up addresses: the blocks are never touched, only tracked.
+FAKE_BLOCKS = 1 << 44
+
+
+def track(domain, index, size, release_gil=False):
+    _testcapi.tracemalloc_track(domain, FAKE_BLOCKS + 4096 * index, size,
+                                release_gil)
+
+
+def other_domains():
+    for index in range(20):
+        track(index % 3 + 1, index, 100 + index)
+    for index in range(20, 30):
+        track(2 ** 32 - 1, index, 5000, release_gil=True)
+    for index in range(0, 20, 4):
+        _testcapi.tracemalloc_untrack(index % 3 + 1,
+                                      FAKE_BLOCKS + 4096 * index)
+    track(1, 3, 999)                # tracked again: replaces the trace
+    return []
+
+
+# ---- a snapshot held while the next one is taken ----------------------------
+
+def held_snapshot():
+    import tracemalloc
+    kept = []
+    for i in range(300):
+        pair = (i, "p%d" % i)       # 2-tuples, strings and lists freed:
+        box = [pair]                # the snapshot below takes some of them
+        if i % 3 == 0:              # back from the free lists
+            kept.append(box)
+    snapshot = tracemalloc.take_snapshot()
+    kept.append([(i,) for i in range(10)])
+    return kept, snapshot
+
+
 # ---- a list freed just before the snapshot ----------------------------------
 
 def list_freed_last():
@@ -438,6 +671,10 @@ SCENARIOS = {
     "generators": generators,
     "coroutines": coroutines,
     "closures": closures,
+    "calls": calls,
+    "multi_line": multi_line,
+    "deep_recursion": deep_recursion,
+    "threads": threads,
     "callbacks_from_c": callbacks_from_c,
     "exceptions": exceptions,
     "comprehensions": comprehensions,
@@ -447,5 +684,7 @@ SCENARIOS = {
     "resizing": resizing,
     "dynamic_code": dynamic_code,
     "tuple_after_start": tuple_after_start,
+    "other_domains": other_domains,
+    "held_snapshot": held_snapshot,
     "list_freed_last": list_freed_last,
 }
