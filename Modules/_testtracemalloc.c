@@ -367,7 +367,72 @@ resume(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* C threads without a Python thread state, tracking and untracking in a
+   loop: a steady stream of callers that enter the engine without the GIL
+   (numpy's PyTraceMalloc_Track() from worker threads). */
+#include <pthread.h>
+
+typedef struct {
+    unsigned int domain;
+    long iterations;
+} storm_arg;
+
+static void *
+storm_thread(void *p)
+{
+    storm_arg *arg = p;
+    uintptr_t base = (uintptr_t)0x100000 * (arg->domain + 1);
+    for (long i = 0; i < arg->iterations; i++) {
+        uintptr_t addr = base + (uintptr_t)(i % 64) * 16;
+        (void)PyTraceMalloc_Track(arg->domain, addr, 64);
+        (void)PyTraceMalloc_Untrack(arg->domain, addr);
+    }
+    return NULL;
+}
+
+PyDoc_STRVAR(foreign_storm_doc,
+"foreign_storm($module, nthreads, iterations, /)\n--\n\n"
+"Run NTHREADS C threads (no Python thread state) that each track and\n"
+"untrack a block ITERATIONS times, with the GIL released; return when\n"
+"they are all done.");
+
+static PyObject *
+foreign_storm(PyObject *module, PyObject *args)
+{
+    int nthreads;
+    long iterations;
+    if (!PyArg_ParseTuple(args, "il:foreign_storm", &nthreads, &iterations)) {
+        return NULL;
+    }
+    if (nthreads < 1 || nthreads > 16 || iterations < 0) {
+        PyErr_SetString(PyExc_ValueError, "argument out of range");
+        return NULL;
+    }
+    pthread_t threads[16];
+    storm_arg targs[16];
+    int started = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; started < nthreads; started++) {
+        targs[started].domain = 100 + (unsigned int)started;
+        targs[started].iterations = iterations;
+        if (pthread_create(&threads[started], NULL, storm_thread,
+                           &targs[started]) != 0) {
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    Py_END_ALLOW_THREADS
+    if (started < nthreads) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot start a thread");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"foreign_storm", foreign_storm, METH_VARARGS, foreign_storm_doc},
     {"alloc_op", alloc_op, METH_VARARGS, alloc_op_doc},
     {"free_all", free_all, METH_NOARGS, free_all_doc},
     {"suspend", suspend, METH_NOARGS, suspend_doc},

@@ -12,6 +12,7 @@ import random
 import sys
 import textwrap
 import threading
+import threading
 import tracemalloc
 import unittest
 
@@ -391,6 +392,40 @@ class BarrierFailureTest(unittest.TestCase):
         # Before: abort().  Now: real fences from then on.
         self.assertIn('asymmetric 0', out)
         self.assertIn('ok', out)
+
+
+class ForeignStreamTest(EngineTestCase):
+
+    def test_interpreter_progresses_during_a_stream_without_the_gil(self):
+        # C threads with no thread state enter the engine back to back; the
+        # interpreter (GIL side) must still get in: it waits for one
+        # critical section at most.  Counted, not timed: the loop below has
+        # to finish while the storm is still going.
+        self.start(5)
+        done = threading.Event()
+        errors = []
+
+        def storm():
+            try:
+                while not done.is_set():
+                    _testtracemalloc.foreign_storm(3, 20000)
+            except BaseException as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=storm)
+        t.start()
+        try:
+            kept = []
+            for i in range(20000):
+                kept.append(Obj())
+        finally:
+            done.set()
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(kept), 20000)
+        print(f'\n  {len(kept)} traced allocations while C threads '
+              f'tracked without the GIL', file=sys.stderr, end=' ')
+        self.check_consistency()
 
 
 class CodeCacheTest(EngineTestCase):
