@@ -479,8 +479,8 @@ node_totals(_PyTraceMalloc_Node node, uint32_t **dirty)
 static size_t
 domain_totals_hash(unsigned int domain, _PyTraceMalloc_Node node)
 {
-    uint64_t x = ((uint64_t)domain << 32 | node) * UINT64_C(0x9E3779B97F4A7C15);
-    return (size_t)(x >> 24);
+    uint64_t x = (uint64_t)domain << 32 | node;
+    return (size_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> 24);
 }
 
 /* Move every entry of the domain totals into TABLE and DIRTY (CAP entries
