@@ -21,6 +21,12 @@ expects exactly:
   objects per traceback on both interpreters; the sizes of a traceback's
   traces must be upstream's with exactly that many of them grown by
   FRAME_FIELD_SIZE.  The scenarios that create such objects must show it.
+* snapshot list: upstream's _get_traces() takes its result list from the
+  list free list before it copies the traces, which moves the trace of the
+  list freed last out of the snapshot; the fork's snapshot keeps it.  The
+  runner frees a list of its own before each snapshot, except for the
+  scenario list_freed_last, where the fork must have exactly one more trace
+  of a list object, on the marked line.
 
 Any other difference fails, with the tracebacks and sizes on both sides.
 
@@ -85,6 +91,7 @@ def marked_line(marker):
         raise AssertionError(f"{marker!r} is on lines {lines} of "
                              f"scenarios.py, not on one line")
     return lines[0]
+
 
 PRISTINE = None
 SKIP_REASON = None
@@ -232,8 +239,7 @@ def compare(fork, pristine, frame_field_size=FRAME_FIELD_SIZE,
             problems.append(
                 f"{describe(frames, total_nframe, domain)}: {fork_count} "
                 f"traces on the fork, {pristine_count} on pristine; sizes: "
-                f"fork "
-                f"{dict(sorted(entry['fork'].items()))}, pristine "
+                f"fork {dict(sorted(entry['fork'].items()))}, pristine "
                 f"{dict(sorted(entry['pristine'].items()))}")
             continue
         merged = by_frames.setdefault(

@@ -170,10 +170,18 @@ class _Ownership:
         try:
             names = os.listdir(_OWN_DIRECTORY)
         except OSError:
-            names = []
-        self._own_files = frozenset(
-            os.path.join(_OWN_DIRECTORY, name) for name in names
-            if name.endswith('.py'))
+            names = []      # a zip file, for one: the loaded modules below
+        own_files = {os.path.join(_OWN_DIRECTORY, name) for name in names
+                     if name.endswith('.py')}
+        for name, module in list(sys.modules.items()):
+            spec = getattr(module, '__spec__', None)
+            spec_name = getattr(spec, 'name', None) or name
+            if spec_name == 'tracemalloc' or spec_name.startswith(
+                    'tracemalloc.'):
+                filename = getattr(module, '__file__', None)
+                if filename:
+                    own_files.add(filename)
+        self._own_files = frozenset(own_files)
         self._filenames = _FILENAMES
 
     def is_workload(self, frames):

@@ -27,6 +27,10 @@ subtracting a control loop that makes the same calls to a libc function
 that does not allocate.
 
 Standalone:  python3 Tools/bench/instructions.py --pristine P --fork F [--quick]
+Where a loop's instructions go, per iteration and per function (two
+callgrind runs, 10 and --big iterations, subtracted function by function):
+    python3 Tools/bench/instructions.py --profile small_object \
+        --python ./python [--frames 1] [--big 200000] [--top 25]
 Child mode (internal): python instructions.py --child --small S --big B ...
 """
 
@@ -60,10 +64,10 @@ WORKLOADS = {
         "x = make(): a Python call (a new frame) that returns object()",
         "make = _make",
         "x = make()"),
-    "bytes_1k": (
-        "x = bytes(1024): object domain, above pymalloc's limit (malloc)",
-        "n1k = 1024",
-        "x = bytes(n1k)"),
+    "bytes_600": (
+        "x = b600 + b1: a 601-byte bytes, above pymalloc's limit (malloc)",
+        "b600 = bytes(600); b1 = b'x'",
+        "x = b600 + b1"),
     "raw_ctypes": (
         "p = PyMem_RawMalloc(64); PyMem_RawFree(p), through ctypes",
         "rm = _raw_malloc; rf = _raw_free",
@@ -81,7 +85,7 @@ PAIRS = [
     ("float_reuse", "float_reuse", None),
     ("small_object", "small_object", None),
     ("frame_call", "frame_call", None),
-    ("bytes_1k", "bytes_1k", None),
+    ("bytes_600", "bytes_600", None),
     ("raw (ctypes - control)", "raw_ctypes", "raw_control"),
     ("empty_loop", "empty_loop", None),
 ]
@@ -104,7 +108,7 @@ BUDGETS = {
     "float_reuse": (2, 40),
     "small_object": (5, 110),
     "frame_call": (8, 170),
-    "bytes_1k": (14, 280),
+    "bytes_600": (7, 150),
     "raw (ctypes - control)": (2, 100),
     "empty_loop": (0.5, 0.5),
 }
@@ -265,6 +269,59 @@ def run_instructions_suite(pythons, quick, timeout, progress):
     return out
 
 
+def _annotate(path):
+    """Self instructions per function from a callgrind output file."""
+    import re
+    import subprocess
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", path],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True).stdout
+    costs = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
+        if m and "PROGRAM TOTALS" not in line:
+            name = re.sub(r" \[[^\]]*\]$", "", m.group(2))
+            costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def profile(loop, python, frames, big, top):
+    """Print where one loop's instructions go, per iteration."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind or not shutil.which("callgrind_annotate"):
+        print("instructions: valgrind/callgrind_annotate not found", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import benchlib
+    exe = real_executable(python)
+    outdir = tempfile.mkdtemp(prefix="bench-callgrind-")
+    costs = []
+    try:
+        for n in (10, big):
+            path = os.path.join(outdir, f"cg.{n}")
+            cmd = [valgrind, "--tool=callgrind", "--collect-atstart=no",
+                   "--toggle-collect=builtin_exec", f"--callgrind-out-file={path}",
+                   ] + benchlib.python_cmd(exe, frames) + [
+                   os.path.abspath(__file__), "--child", "--small", "10",
+                   "--big", str(n), "--names", loop]
+            benchlib.run_child(cmd, 1800)
+            costs.append(_annotate(path))
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+    base, work = costs
+    iters = big - 10
+    diff = {fn: (work.get(fn, 0) - base.get(fn, 0)) / iters
+            for fn in set(base) | set(work)}
+    total = sum(diff.values())
+    mode = f"-X tracemalloc={frames}" if frames else "untraced"
+    print(f"{loop} under {exe} {mode}: {total:,.1f} instructions per iteration")
+    rows = sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:top]
+    for fn, v in rows:
+        if abs(v) >= 0.5:
+            print(f"{v:10.1f}  {fn}")
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -272,10 +329,21 @@ def main(argv=None):
     p.add_argument("--small", type=int, default=SMALL, help=argparse.SUPPRESS)
     p.add_argument("--big", type=int, default=BIG, help=argparse.SUPPRESS)
     p.add_argument("--names", default=",".join(WORKLOADS), help=argparse.SUPPRESS)
+    p.add_argument("--profile", metavar="LOOP", choices=list(WORKLOADS),
+                   help="print where LOOP's instructions go, per function")
+    p.add_argument("--python", help="with --profile: the interpreter")
+    p.add_argument("--frames", type=int, default=1,
+                   help="with --profile: -X tracemalloc=FRAMES (0: untraced)")
+    p.add_argument("--top", type=int, default=25, help="with --profile: rows")
     if "--child" in (sys.argv[1:] if argv is None else argv):
         args = p.parse_args(argv)
         child(args.names.split(","), args.small, args.big)
         return 0
+    if "--profile" in (sys.argv[1:] if argv is None else argv):
+        args, _ = p.parse_known_args(argv)
+        big = args.big if args.big != BIG else 200_000
+        return profile(args.profile, args.python or "./python", args.frames,
+                       big, args.top)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import benchlib
     benchlib.add_suite_options(p)

@@ -405,7 +405,7 @@ def longrun_table(lr):
 
 def longrun_intro(lr):
     return (f"Long-running: {lr['rounds']} rounds of exponential recursion, "
-            f"random-shape tree walks and {lr['deep']}-frame stacks diverging "
+            f"random-shape tree walks and stacks over {lr['deep']} frames deep diverging "
             f"near the root, a new seed each round, with {lr['live_objects']:,} "
             f"objects live throughout.  Engine memory = "
             f"`get_tracemalloc_memory()` after each round; *growth* = its max "
@@ -577,8 +577,8 @@ def results_markdown(data):
         "",
         f"- Date: {meta['date']}",
         f"- Commit: `{meta['commit']}`",
-        f"- Run: {data['kind']}{' (subset: not the full suite)' if data['kind'] != 'full' else ''}, "
-        f"took {benchlib.fmt_duration(meta.get('duration_s', 0))}",
+        f"- Run: {data['kind']}{' (subset: not the full suite)' if data['kind'] != 'full' else ''}"
+        f"{run_sizes(data)}, took {benchlib.fmt_duration(meta.get('duration_s', 0))}",
         f"- Machine: {mach['cpu']}, {mach['cores']} cores, {mach['memory']} RAM, "
         f"{mach['system']} {mach['kernel']}",
     ]
@@ -703,9 +703,19 @@ def results_markdown(data):
     return "\n".join(lines)
 
 
+def run_sizes(data):
+    """For a quick run: which suites ran at full size anyway."""
+    full = data["meta"].get("full_suites") or []
+    if data["kind"] != "quick" or not full:
+        return ""
+    short = [s for s in data["meta"].get("suites", []) if s not in full]
+    return (f"; at full size: {', '.join(full)}"
+            + (f"; quick size: {', '.join(short)}" if short else ""))
+
+
 def summary_markdown(data):
     meta = data["meta"]
-    lines = [f"Benchmarks ({data['kind']} run, {meta['date']}, commit `{meta['commit']}`, "
+    lines = [f"Benchmarks ({data['kind']} run{run_sizes(data)}, {meta['date']}, commit `{meta['commit']}`, "
              f"{meta['machine']['cpu']}, {meta['machine']['cores']} cores; details in "
              f"[Tools/bench/RESULTS.md](Tools/bench/RESULTS.md)):", ""]
     header = ["metric", "fork", "pristine 3.11.2", "target"]

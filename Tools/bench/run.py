@@ -187,6 +187,9 @@ def parse_args(argv):
                    help="statistic over the repetitions of a cell (default median)")
     p.add_argument("--suites", default="time",
                    help="comma-separated: " + ",".join(ALL_SUITES) + " (default: time)")
+    p.add_argument("--full", metavar="SUITES", default="",
+                   help="with --quick: comma-separated suites to run at full size "
+                        "anyway (e.g. instructions,longrun,snapshots)")
     p.add_argument("--json", metavar="OUT", help="also write the raw results here")
     p.add_argument("--results", action="store_true",
                    help="write RESULTS.md and the README.md summary afterwards")
@@ -210,7 +213,8 @@ def main(argv=None):
             print(f"run.py: --{side} {path} is not executable", file=sys.stderr)
             return 2
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
-    unknown = set(suites) - set(ALL_SUITES)
+    full = [s.strip() for s in args.full.split(",") if s.strip()]
+    unknown = (set(suites) | set(full)) - set(ALL_SUITES)
     if unknown:
         print(f"run.py: unknown suite(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
@@ -222,9 +226,10 @@ def main(argv=None):
                   f"have: {', '.join(all_names)}", file=sys.stderr)
             return 2
     else:
-        names = QUICK_WORKLOADS if args.quick else all_names
-    reps = args.reps or (3 if args.quick else 7)
-    slow_reps = args.slow_reps or (1 if args.quick else 2)
+        names = QUICK_WORKLOADS if args.quick and "time" not in full else all_names
+    quick = {suite: args.quick and suite not in full for suite in ALL_SUITES}
+    reps = args.reps or (3 if quick["time"] else 7)
+    slow_reps = args.slow_reps or (1 if quick["time"] else 2)
     kind = "quick" if args.quick else "full"
     if args.only or args.reps or args.scale != 1.0 or args.slow_reps or args.stat != "median" \
             or set(suites) != set(ALL_SUITES):
@@ -241,6 +246,8 @@ def main(argv=None):
         "same_interpreter": same,
         "argv": sys.argv[1:] if argv is None else argv,
         "suites": suites,
+        # suites run at full size in a --quick run
+        "full_suites": [s for s in suites if args.quick and s in full],
     }
     if same:
         print("run.py: NOTE: --pristine and --fork are the same interpreter "
@@ -262,12 +269,12 @@ def main(argv=None):
     if "memory" in suites:
         import memory
         progress = benchlib.Progress()
-        data["memory"] = memory.run_memory_suite(pythons, args.quick, args.timeout, progress)
+        data["memory"] = memory.run_memory_suite(pythons, quick["memory"], args.timeout, progress)
         print(report.all_text_tables({"memory": data["memory"]}), flush=True)
     if "scaling" in suites:
         import scaling
         progress = benchlib.Progress()
-        data["scaling"] = scaling.run_scaling_suite(pythons, args.quick, args.timeout, progress)
+        data["scaling"] = scaling.run_scaling_suite(pythons, quick["scaling"], args.timeout, progress)
         print(report.all_text_tables({"scaling": data["scaling"]}), flush=True)
 
     for key, module, func in (("instructions", "instructions", "run_instructions_suite"),
@@ -276,7 +283,7 @@ def main(argv=None):
         if key in suites:
             progress = benchlib.Progress()
             suite = getattr(__import__(module), func)
-            data[key] = suite(pythons, args.quick, args.timeout, progress)
+            data[key] = suite(pythons, quick[key], args.timeout, progress)
             print(report.all_text_tables({key: data[key]}), flush=True)
 
     meta["duration_s"] = time.monotonic() - t0

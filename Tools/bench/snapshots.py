@@ -26,7 +26,7 @@ Upstream's API is pure Python that runs traced here, 30 frames per
 allocation, so on pristine some operations take minutes from 10^5 traces
 on.  The runner predicts each operation's time at the next size from the
 previous size (linear growth) and skips it when the prediction exceeds the
-cap (OP_CAP: 60 s, quick 20 s); the table says which were skipped.
+cap (OP_CAP: 100 s, quick 20 s); the table says which were skipped.
 
 Standalone:  python3 Tools/bench/snapshots.py --pristine P --fork F [--quick]
 Child mode (internal): python snapshots.py --child --traces T
@@ -43,7 +43,7 @@ FRAMES = 30
 DEPTH = 27          # chain frames above the allocating leaf
 LEAVES = 1024       # distinct paths taken through the chain
 REPEAT = 3
-OP_CAP = 60.0
+OP_CAP = 100.0
 QUICK_OP_CAP = 20.0
 
 OPERATIONS = [
