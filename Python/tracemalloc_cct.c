@@ -629,6 +629,9 @@ cct_peak_commit(void)
 static inline void
 cct_peak_before_decrease(void)
 {
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    return;
+#endif
     if (tm_store.peak_pending) {
         cct_peak_commit();
     }
@@ -639,6 +642,10 @@ cct_peak_before_decrease(void)
 static inline int
 cct_account_add(unsigned int domain, _PyTraceMalloc_Node node, size_t size)
 {
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    /* Benchmarks only (the cost of peak tracking): no peak snapshots. */
+    return 0;
+#endif
     uint32_t *dirty;
     cct_totals *t;
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
@@ -661,6 +668,9 @@ static inline void
 cct_account_remove(unsigned int domain, _PyTraceMalloc_Node node,
                    size_t size)
 {
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    return;
+#endif
     uint32_t *dirty;
     cct_totals *t;
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
@@ -675,6 +685,31 @@ cct_account_remove(unsigned int domain, _PyTraceMalloc_Node node,
     t->live_size -= size;
     t->live_count--;
     mark_dirty(domain, node, dirty);
+}
+
+/* A free-list object of the default domain is re-traced from node FROM to
+   node TO (the hottest of the three on numeric code). */
+static inline void
+cct_account_move(_PyTraceMalloc_Node from, _PyTraceMalloc_Node to,
+                 size_t size)
+{
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    return;
+#endif
+    cct_peak_before_decrease();
+    cct_node_peak *a = &cct.peaks[from], *b = &cct.peaks[to];
+    a->totals.live_size -= size;
+    a->totals.live_count--;
+    b->totals.live_size += size;
+    b->totals.live_count++;
+    if (!a->dirty) {
+        a->dirty = 1;
+        cct.dirty[cct.ndirty++] = from;
+    }
+    if (!b->dirty) {
+        b->dirty = 1;
+        cct.dirty[cct.ndirty++] = to;
+    }
 }
 
 /* The totals at the peak: every (domain, node) with blocks then, with the

@@ -391,6 +391,8 @@ static inline int cct_account_add(unsigned int domain,
 static inline void cct_account_remove(unsigned int domain,
                                       _PyTraceMalloc_Node node, size_t size);
 static inline void cct_peak_before_decrease(void);
+static inline void cct_account_move(_PyTraceMalloc_Node from,
+                                    _PyTraceMalloc_Node to, size_t size);
 
 static inline void
 totals_add(size_t size)
@@ -612,9 +614,7 @@ _PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
     if (old == node) {
         return;
     }
-    cct_peak_before_decrease();
-    cct_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, old, size);
-    (void)cct_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, node, size);
+    cct_account_move(old, node, size);
     _PyTraceMalloc_StoreWriteNode(ref, node);
 }
 
