@@ -299,6 +299,70 @@ class LeakCheckAPITest(unittest.TestCase):
                 self.assertRaises(ValueError, leaks.LeakCheck, **options)
 
 
+class NoiseTest(unittest.TestCase):
+    """What grows once, or is emptied before each snapshot, is no leak."""
+
+    def assertNoLeak(self, workload, **options):
+        report = leaks.check(workload, **options)
+        self.assertFalse(report, report.format())
+
+    def test_lazily_imported_module(self):
+        directory = self.enterContext(os_helper.temp_dir())
+        script_helper.make_script(directory, "tm_lazy_module",
+                                  "TABLE = {n: str(n) * 10 for n in "
+                                  "range(500)}\n")
+        self.enterContext(import_helper.DirsOnSysPath(directory))
+        self.addCleanup(import_helper.unload, "tm_lazy_module")
+
+        def workload():
+            import tm_lazy_module
+            return len(tm_lazy_module.TABLE)
+        self.assertNoLeak(workload)
+
+    def test_interned_strings(self):
+        def workload():
+            for n in range(200):
+                sys.intern("tm interned string %d" % n)
+        self.assertNoLeak(workload)
+
+    def test_function_cache_first_fill(self):
+        @functools.cache
+        def square(n):
+            return [n] * n
+
+        def workload():
+            for n in range(100):
+                square(n)
+        self.assertNoLeak(workload)
+
+    def test_warnings_registry(self):
+        import warnings
+
+        def workload():
+            with warnings.catch_warnings(record=True):
+                warnings.simplefilter("default")
+                warnings.warn("tm noise", UserWarning)
+        self.assertNoLeak(workload)
+
+    def test_linecache(self):
+        import traceback
+
+        def workload():
+            try:
+                raise ValueError("formatted")
+            except ValueError:
+                return traceback.format_exc()
+        self.assertNoLeak(workload)
+
+    def test_free_lists_and_type_cache(self):
+        def workload():
+            values = [float(n) for n in range(1000)]
+            pairs = [(n, n) for n in range(1000)]
+            cls = type("Temporary", (), {"attribute": 1})
+            return sum(values), len(pairs), cls().attribute
+        self.assertNoLeak(workload)
+
+
 # --------------------------------------------------------------------------
 # 2. The command line
 
