@@ -664,13 +664,25 @@ class CLITest(unittest.TestCase):
 
     def test_html_without_the_report_module(self):
         old_path, new_path = self.make_snapshots()
-        code = ("import sys; sys.modules['tracemalloc.htmlreport'] = None; "
-                "from tracemalloc.__main__ import main; "
-                f"sys.exit(main(['html', {new_path!r}]))")
-        rc, out, err = run_python("-c", code)
-        self.assertEqual(rc, 2, err)
-        self.assertIn("HTML report is not available", err)
-        self.assertNotIn("Traceback", err)
+        script = self.script("kept = [bytes(1000) for _ in range(100)]\n")
+        output = self.path("never.html")
+        for args in (["html", new_path],
+                     ["run", "--html", output, script],
+                     ["leaks", "--html", output,
+                      f"{corpus.__name__}.leak_dict:run"]):
+            with self.subTest(command=args[0]):
+                code = ("import sys; "
+                        "sys.modules['tracemalloc.htmlreport'] = None; "
+                        "from tracemalloc.__main__ import main; "
+                        f"sys.exit(main({args!r}))")
+                rc, out, err = run_python("-c", code)
+                self.assertEqual(rc, 2, err)
+                self.assertIn("HTML report is not available", err)
+                self.assertNotIn("Traceback", err)
+                # Said at once, before running anything.
+                self.assertEqual(site_lines(err), [])
+                self.assertNotIn("#1:", err)
+                self.assertFalse(os.path.exists(output))
 
     @unittest.skipIf(importlib.util.find_spec("tracemalloc.htmlreport")
                      is None, "tracemalloc.htmlreport is not there yet")

@@ -117,7 +117,12 @@ def _ensure_tracing(parser, nframe):
 # --------------------------------------------------------------------------
 # HTML reports (tracemalloc.htmlreport is imported only when asked for)
 
-def _write_html(parser, snapshot, path, *, base=None, title=None):
+def _html_report_module(parser):
+    """Import tracemalloc.htmlreport, or exit with a usage error.
+
+    Commands that take --html call it before doing any work, so that a
+    missing report module is said at once, not after a long run.
+    """
     try:
         from tracemalloc import htmlreport
     except ImportError as exc:
@@ -126,6 +131,11 @@ def _write_html(parser, snapshot, path, *, base=None, title=None):
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: the HTML report "
                                 f"is not available in this Python "
                                 f"(no module tracemalloc.htmlreport)\n")
+    return htmlreport
+
+
+def _write_html(parser, snapshot, path, *, base=None, title=None):
+    htmlreport = _html_report_module(parser)
     htmlreport.write_html(snapshot, path, base=base, title=title)
     print(f"tracemalloc: HTML report written to {path}", file=sys.stderr)
 
@@ -373,6 +383,8 @@ def command_run(argv, prog=f"{PROG} run"):
         usage = f"{prog} [options] (script.py | -m module) [args ...]"
     parser = _run_parser(prog, usage)
     options = _parse_run_args(parser, argv)
+    if options.html:
+        _html_report_module(parser)
 
     # Set up the target's environment, like "python script.py" would.
     sys.argv[:] = [options.target] + options.args
@@ -542,6 +554,8 @@ def command_leaks(argv):
     options = parser.parse_args(argv)
     if options.min_rounds is not None and options.min_rounds > options.rounds:
         parser.error("--min-rounds cannot exceed --rounds")
+    if options.html:
+        _html_report_module(parser)
     target = options.target
     try:
         if ':' in target and not os.path.exists(target):
