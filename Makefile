@@ -119,7 +119,8 @@ SANITIZER_SLICE := test_gc test_threading test_asyncio test_concurrent_futures \
 # in Tools/fork/tsan.supp are upstream 3.11's own races, each explained.
 TSAN_DIR   := $(BUILD_DIR)/tsan
 TSAN_FLAGS := -fsanitize=thread -DPY_TRACEMALLOC_NO_MEMBARRIER
-TSAN_ENV   := TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 \
+# exitcode=0: the tests judge behaviour, sanitizer-reports.sh the reports.
+TSAN_ENV   := TSAN_OPTIONS="exitcode=0 halt_on_error=0 second_deadlock_stack=1 \
     die_after_fork=0 report_signal_unsafe=0 allocator_may_return_null=1 \
     suppressions=$(CURDIR)/Tools/fork/tsan.supp log_path=$(TSAN_DIR)/tsan-report"
 tsan-build: prepare
