@@ -5,7 +5,6 @@ all four entry points: each leak pattern must be reported with its marked
 line as the first site, and each clean workload must report nothing.
 """
 
-import contextlib
 import functools
 import importlib
 import importlib.util

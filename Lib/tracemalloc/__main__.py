@@ -91,7 +91,7 @@ def _size(text):
     return int(value)
 
 
-def _add_nframe(parser, what):
+def _add_nframe(parser):
     parser.add_argument(
         "-n", "--nframe", type=_positive_int, default=None, metavar="N",
         help=f"number of frames to store per traceback (default: "
@@ -270,7 +270,7 @@ def _run_parser(prog, usage):
                "while a function or script runs in rounds), top and diff "
                "(read snapshot files), html (an HTML report); see "
                f"'{PROG} COMMAND --help'.")
-    _add_nframe(parser, "run")
+    _add_nframe(parser)
     parser.add_argument(
         "--top", type=_positive_int, default=DEFAULT_TOP, metavar="K",
         help="number of allocation sites to show (default: %(default)s)")
@@ -479,7 +479,7 @@ def _leaks_parser():
         metavar="BYTES",
         help="minimum average growth per round of a leaking site, in bytes "
              "(suffixes K, KiB, MB... accepted; default: %(default)s)")
-    _add_nframe(parser, "leaks")
+    _add_nframe(parser)
     parser.add_argument(
         "--limit", type=_positive_int, default=DEFAULT_TOP, metavar="N",
         help="number of leaking sites to show (default: %(default)s)")
@@ -660,7 +660,8 @@ def command_top(argv):
     for rank, stat in enumerate(shown, 1):
         amount = f"size={_format_size(stat.size, False)}, count={stat.count}"
         if stat.count:
-            amount += f", average={_format_size(stat.size / stat.count, False)}"
+            average = _format_size(stat.size / stat.count, False)
+            amount += f", average={average}"
         for line in _format_stat_lines(rank, stat, options.group_by, amount):
             print(line, file=out)
     return EXIT_OK
