@@ -5,7 +5,6 @@ all four entry points: each leak pattern must be reported with its marked
 line as the first site, and each clean workload must report nothing.
 """
 
-import contextlib
 import functools
 import importlib
 import importlib.util
@@ -297,6 +296,70 @@ class LeakCheckAPITest(unittest.TestCase):
                         {"min_rounds": 0}):
             with self.subTest(options=options):
                 self.assertRaises(ValueError, leaks.LeakCheck, **options)
+
+
+class NoiseTest(unittest.TestCase):
+    """What grows once, or is emptied before each snapshot, is no leak."""
+
+    def assertNoLeak(self, workload, **options):
+        report = leaks.check(workload, **options)
+        self.assertFalse(report, report.format())
+
+    def test_lazily_imported_module(self):
+        directory = self.enterContext(os_helper.temp_dir())
+        script_helper.make_script(directory, "tm_lazy_module",
+                                  "TABLE = {n: str(n) * 10 for n in "
+                                  "range(500)}\n")
+        self.enterContext(import_helper.DirsOnSysPath(directory))
+        self.addCleanup(import_helper.unload, "tm_lazy_module")
+
+        def workload():
+            import tm_lazy_module
+            return len(tm_lazy_module.TABLE)
+        self.assertNoLeak(workload)
+
+    def test_interned_strings(self):
+        def workload():
+            for n in range(200):
+                sys.intern("tm interned string %d" % n)
+        self.assertNoLeak(workload)
+
+    def test_function_cache_first_fill(self):
+        @functools.cache
+        def square(n):
+            return [n] * n
+
+        def workload():
+            for n in range(100):
+                square(n)
+        self.assertNoLeak(workload)
+
+    def test_warnings_registry(self):
+        import warnings
+
+        def workload():
+            with warnings.catch_warnings(record=True):
+                warnings.simplefilter("default")
+                warnings.warn("tm noise", UserWarning)
+        self.assertNoLeak(workload)
+
+    def test_linecache(self):
+        import traceback
+
+        def workload():
+            try:
+                raise ValueError("formatted")
+            except ValueError:
+                return traceback.format_exc()
+        self.assertNoLeak(workload)
+
+    def test_free_lists_and_type_cache(self):
+        def workload():
+            values = [float(n) for n in range(1000)]
+            pairs = [(n, n) for n in range(1000)]
+            cls = type("Temporary", (), {"attribute": 1})
+            return sum(values), len(pairs), cls().attribute
+        self.assertNoLeak(workload)
 
 
 # --------------------------------------------------------------------------
@@ -600,13 +663,25 @@ class CLITest(unittest.TestCase):
 
     def test_html_without_the_report_module(self):
         old_path, new_path = self.make_snapshots()
-        code = ("import sys; sys.modules['tracemalloc.htmlreport'] = None; "
-                "from tracemalloc.__main__ import main; "
-                f"sys.exit(main(['html', {new_path!r}]))")
-        rc, out, err = run_python("-c", code)
-        self.assertEqual(rc, 2, err)
-        self.assertIn("HTML report is not available", err)
-        self.assertNotIn("Traceback", err)
+        script = self.script("kept = [bytes(1000) for _ in range(100)]\n")
+        output = self.path("never.html")
+        for args in (["html", new_path],
+                     ["run", "--html", output, script],
+                     ["leaks", "--html", output,
+                      f"{corpus.__name__}.leak_dict:run"]):
+            with self.subTest(command=args[0]):
+                code = ("import sys; "
+                        "sys.modules['tracemalloc.htmlreport'] = None; "
+                        "from tracemalloc.__main__ import main; "
+                        f"sys.exit(main({args!r}))")
+                rc, out, err = run_python("-c", code)
+                self.assertEqual(rc, 2, err)
+                self.assertIn("HTML report is not available", err)
+                self.assertNotIn("Traceback", err)
+                # Said at once, before running anything.
+                self.assertEqual(site_lines(err), [])
+                self.assertNotIn("#1:", err)
+                self.assertFalse(os.path.exists(output))
 
     @unittest.skipIf(importlib.util.find_spec("tracemalloc.htmlreport")
                      is None, "tracemalloc.htmlreport is not there yet")

@@ -741,7 +741,7 @@ def _live_thread_names():
     return names
 
 
-def take_snapshot(peak=False, threads=False):
+def take_snapshot(*, peak=False, threads=False):
     """Return a Snapshot of the traces of the currently allocated blocks.
 
     The fork's additions: with *peak*, the snapshot holds the blocks that

@@ -91,7 +91,7 @@ def _size(text):
     return int(value)
 
 
-def _add_nframe(parser, what):
+def _add_nframe(parser):
     parser.add_argument(
         "-n", "--nframe", type=_positive_int, default=None, metavar="N",
         help=f"number of frames to store per traceback (default: "
@@ -117,7 +117,12 @@ def _ensure_tracing(parser, nframe):
 # --------------------------------------------------------------------------
 # HTML reports (tracemalloc.htmlreport is imported only when asked for)
 
-def _write_html(parser, snapshot, path, *, base=None, title=None):
+def _html_report_module(parser):
+    """Import tracemalloc.htmlreport, or exit with a usage error.
+
+    Commands that take --html call it before doing any work, so that a
+    missing report module is said at once, not after a long run.
+    """
     try:
         from tracemalloc import htmlreport
     except ImportError as exc:
@@ -126,6 +131,11 @@ def _write_html(parser, snapshot, path, *, base=None, title=None):
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: the HTML report "
                                 f"is not available in this Python "
                                 f"(no module tracemalloc.htmlreport)\n")
+    return htmlreport
+
+
+def _write_html(parser, snapshot, path, *, base=None, title=None):
+    htmlreport = _html_report_module(parser)
     htmlreport.write_html(snapshot, path, base=base, title=title)
     print(f"tracemalloc: HTML report written to {path}", file=sys.stderr)
 
@@ -260,7 +270,7 @@ def _run_parser(prog, usage):
                "while a function or script runs in rounds), top and diff "
                "(read snapshot files), html (an HTML report); see "
                f"'{PROG} COMMAND --help'.")
-    _add_nframe(parser, "run")
+    _add_nframe(parser)
     parser.add_argument(
         "--top", type=_positive_int, default=DEFAULT_TOP, metavar="K",
         help="number of allocation sites to show (default: %(default)s)")
@@ -373,6 +383,8 @@ def command_run(argv, prog=f"{PROG} run"):
         usage = f"{prog} [options] (script.py | -m module) [args ...]"
     parser = _run_parser(prog, usage)
     options = _parse_run_args(parser, argv)
+    if options.html:
+        _html_report_module(parser)
 
     # Set up the target's environment, like "python script.py" would.
     sys.argv[:] = [options.target] + options.args
@@ -467,7 +479,7 @@ def _leaks_parser():
         metavar="BYTES",
         help="minimum average growth per round of a leaking site, in bytes "
              "(suffixes K, KiB, MB... accepted; default: %(default)s)")
-    _add_nframe(parser, "leaks")
+    _add_nframe(parser)
     parser.add_argument(
         "--limit", type=_positive_int, default=DEFAULT_TOP, metavar="N",
         help="number of leaking sites to show (default: %(default)s)")
@@ -542,6 +554,8 @@ def command_leaks(argv):
     options = parser.parse_args(argv)
     if options.min_rounds is not None and options.min_rounds > options.rounds:
         parser.error("--min-rounds cannot exceed --rounds")
+    if options.html:
+        _html_report_module(parser)
     target = options.target
     try:
         if ':' in target and not os.path.exists(target):
@@ -646,7 +660,8 @@ def command_top(argv):
     for rank, stat in enumerate(shown, 1):
         amount = f"size={_format_size(stat.size, False)}, count={stat.count}"
         if stat.count:
-            amount += f", average={_format_size(stat.size / stat.count, False)}"
+            average = _format_size(stat.size / stat.count, False)
+            amount += f", average={average}"
         for line in _format_stat_lines(rank, stat, options.group_by, amount):
             print(line, file=out)
     return EXIT_OK

@@ -20,7 +20,8 @@ traceback through which most of its growth was allocated:
         for _ in check:
             handle_one_request()
 
-What is not a leak (see "Noise" in Doc/library/tracemalloc.rst):
+What is not a leak (see "What is not reported, and why" in
+Doc/library/tracemalloc.rst):
 
 * memory that grows only during the warm-up rounds, or in a minority of the
   measured rounds (a dict that resizes once, a cache filling up);

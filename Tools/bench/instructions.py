@@ -273,14 +273,16 @@ def _annotate(path):
     """Self instructions per function from a callgrind output file."""
     import re
     import subprocess
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", path],
+    out = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", path],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True).stdout
     costs = {}
     for line in out.splitlines():
         m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
-        if m and "PROGRAM TOTALS" not in line:
-            name = re.sub(r" \[[^\]]*\]$", "", m.group(2))
+        if m and "PROGRAM TOTALS" not in line and "=>" not in line:
+            # Per function: code inlined from headers is reported as
+            # header:function, and is counted with the function.
+            name = re.sub(r" \[[^\]]*\]$", "", m.group(2)).rsplit(":", 1)[-1]
             costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
     return costs
 

@@ -4,8 +4,9 @@ summary between the markers in the repository README.md.
 
     python3 Tools/bench/report.py [RUN.json]
 
-Without an argument the latest full run (results/latest-full.json) is used,
-or else the latest quick run.  run.py imports this module to print the same
+Without an argument the run behind the current RESULTS.md
+(results/published.json, written with it) is used, or else the latest full
+run (results/latest-full.json), or else the latest quick run.  run.py imports this module to print the same
 tables while it runs.
 """
 
@@ -20,6 +21,7 @@ import benchlib  # noqa: E402
 RESULTS_MD = os.path.join(benchlib.BENCH_DIR, "RESULTS.md")
 README = os.path.join(benchlib.REPO_ROOT, "README.md")
 SUMMARY_FALLBACK = os.path.join(benchlib.BENCH_DIR, "README-summary.md")
+PUBLISHED = os.path.join(benchlib.RESULTS_DIR, "published.json")
 MARK_START = "<!-- bench-summary:start -->"
 MARK_END = "<!-- bench-summary:end -->"
 
@@ -588,6 +590,9 @@ def results_markdown(data):
         lines.append(f"- {side}: `{info.get('path')}` (Python {ii.get('version', '?')}, "
                      f"CC `{ii.get('cc', '?')}`, OPT `{ii.get('opt', '?')}`, "
                      f"configure `{ii.get('config_args', '?')}`)")
+    if meta.get("rebuilt_during_run"):
+        lines.append(f"- WARNING: rebuilt while this run was measuring: "
+                     f"{', '.join(meta['rebuilt_during_run'])} (the tables mix two builds)")
     if meta.get("same_interpreter"):
         lines.append("- NOTE: the same interpreter was given as pristine and fork; this run "
                      "only checks the harness.")
@@ -829,10 +834,19 @@ def summary_markdown(data):
     return "\n".join(lines)
 
 
-def write_outputs(data, results_md=RESULTS_MD, readme=README):
+def write_outputs(data, results_md=RESULTS_MD, readme=README, published=None):
     with open(results_md, "w") as f:
         f.write(results_markdown(data) + "\n")
     print(f"wrote {os.path.relpath(results_md, benchlib.REPO_ROOT)}")
+    if published is None and results_md == RESULTS_MD:
+        published = PUBLISHED
+    if published and os.path.abspath(published) != os.path.abspath(data.get("_path", "")):
+        # The data behind RESULTS.md, whatever kind of run it was, so that
+        # `make bench-results` regenerates the same text.
+        with open(published, "w") as f:
+            json.dump({k: v for k, v in data.items() if k != "_path"}, f,
+                      indent=1, sort_keys=True)
+        print(f"wrote {os.path.relpath(published, benchlib.REPO_ROOT)}")
     summary = summary_markdown(data)
     if data["meta"].get("same_interpreter"):
         # A harness check (pristine given as the fork too) must not publish
@@ -866,6 +880,8 @@ def write_outputs(data, results_md=RESULTS_MD, readme=README):
 
 
 def latest_run_path():
+    if os.path.exists(PUBLISHED):
+        return PUBLISHED
     for kind in ("full", "quick"):
         path = os.path.join(benchlib.RESULTS_DIR, f"latest-{kind}.json")
         if os.path.exists(path):
@@ -884,6 +900,7 @@ def main(argv=None):
         return 1
     with open(path) as f:
         data = json.load(f)
+    data["_path"] = path
     if data.get("kind") != "full":
         print(f"report: WARNING: {path} is a {data.get('kind')} run, not a full one", file=sys.stderr)
     print(all_text_tables(data))

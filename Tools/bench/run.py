@@ -169,6 +169,20 @@ def run_time_suite(pythons, names, reps, slow_reps, scale, timeout, progress, st
     }
 
 
+def binary_stamps(pythons):
+    """(path, size, mtime) of the binary behind each interpreter."""
+    import instructions
+    stamps = {}
+    for side, path in pythons.items():
+        exe = instructions.real_executable(path)
+        try:
+            st = os.stat(exe)
+            stamps[side] = [exe, st.st_size, st.st_mtime]
+        except OSError:
+            stamps[side] = [exe, None, None]
+    return stamps
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -237,6 +251,7 @@ def main(argv=None):
         kind = "custom" if not args.quick else "quick"
 
     same = os.path.realpath(pythons["pristine"]) == os.path.realpath(pythons["fork"])
+    binaries_before = binary_stamps(pythons)
     meta = {
         "date": benchlib.now_utc(),
         "commit": benchlib.git_commit(),
@@ -287,6 +302,14 @@ def main(argv=None):
             print(report.all_text_tables({key: data[key]}), flush=True)
 
     meta["duration_s"] = time.monotonic() - t0
+    # Other people's builds can replace an interpreter during a long run:
+    # say so, since the run then measured two different builds.
+    changed = [side for side, stamp in binary_stamps(pythons).items()
+               if stamp != binaries_before[side]]
+    if changed:
+        meta["rebuilt_during_run"] = changed
+        print(f"run.py: WARNING: rebuilt during the run: {', '.join(changed)}",
+              file=sys.stderr)
     os.makedirs(benchlib.RESULTS_DIR, exist_ok=True)
     latest = os.path.join(benchlib.RESULTS_DIR, f"latest-{kind}.json")
     for path in [latest] + ([args.json] if args.json else []):
