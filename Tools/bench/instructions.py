@@ -93,8 +93,11 @@ PAIRS = [
 CONFIGS = [("pristine", 0), ("pristine", 1), ("fork", 0), ("fork", 1),
            ("fork", 25)]
 
-SMALL, BIG = 2000, 12000
-QUICK_SMALL, QUICK_BIG = 1000, 6000
+SMALL, BIG = 2000, 10000
+QUICK_SMALL, QUICK_BIG = 1000, 5000
+# Heap layouts each loop is measured under (the median is reported).
+LAYOUTS = 3
+QUICK_LAYOUTS = 2
 
 # Budgets in instructions per pair, printed next to the measurements with
 # met / NOT met and never asserted; kept in sync with Tools/bench/README.md.
@@ -135,7 +138,16 @@ def _make():
     return object()
 
 
-def child(names, small, big):
+def _layout_padding(j):
+    # Live blocks that shift where the measured loop's blocks land: the
+    # fork's traced cost depends on addresses (its tables are keyed by
+    # them), so each loop is measured under a few heap layouts.
+    return ([object() for _ in range(29 * j)]
+            + [bytes(40) for _ in range(13 * j)]
+            + [bytes(600 + 8 * j) for _ in range(5 * j)])
+
+
+def child(names, small, big, layouts=1):
     # Everything is imported and built before the first measured exec():
     # an import inside a measured loop would run exec() itself.
     import ctypes
@@ -164,12 +176,16 @@ def child(names, small, big):
         _, setup, body = WORKLOADS[name]
         src = LOOP_TEMPLATE.format(setup=setup, body=body, depth=DEPTH)
         codes.append((name, compile(src, f"<{name}>", "exec")))
-    # One dump per exec(): warm-up, small, big -- in this order.
+    # One dump per exec(): for each loop and layout, warm-up, small, big --
+    # in this order.
     for name, code in codes:
-        for n in (small, small, big):
-            exec(code, dict(namespace_base, N=n))
+        for j in range(layouts):
+            pad = _layout_padding(j)
+            for n in (small, small, big):
+                exec(code, dict(namespace_base, N=n))
+            del pad
     print(json.dumps({
-        "names": names, "small": small, "big": big,
+        "names": names, "small": small, "big": big, "layouts": layouts,
         "tracing": bool(_tracemalloc.is_tracing()),
         "traceback_limit": _tracemalloc.get_traceback_limit(),
     }))
@@ -203,7 +219,7 @@ def read_dumps(outdir, base):
     return totals
 
 
-def measure(python, frames, names, small, big, timeout, valgrind):
+def measure(python, frames, names, small, big, timeout, valgrind, layouts=1):
     import benchlib
     outdir = tempfile.mkdtemp(prefix="bench-callgrind-")
     try:
@@ -213,7 +229,8 @@ def measure(python, frames, names, small, big, timeout, valgrind):
                f"--callgrind-out-file={os.path.join(outdir, base)}",
                ] + benchlib.python_cmd(python, frames) + [
                os.path.abspath(__file__), "--child", "--small", str(small),
-               "--big", str(big), "--names", ",".join(names)]
+               "--big", str(big), "--names", ",".join(names),
+               "--layouts", str(layouts)]
         data, _ = benchlib.run_child(cmd, timeout)
         problem = benchlib.check_tracing(data, frames)
         if problem:
@@ -222,16 +239,21 @@ def measure(python, frames, names, small, big, timeout, valgrind):
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
     # Imports (and interpreter start-up) run exec() too: ours are the last
-    # 3 * len(names) dumps.
-    ours = totals[-3 * len(names):]
-    if len(ours) != 3 * len(names):
-        raise benchlib.ChildError(f"expected {3 * len(names)} callgrind dumps, "
+    # 3 * layouts * len(names) dumps.
+    want = 3 * layouts * len(names)
+    ours = totals[-want:]
+    if len(ours) != want:
+        raise benchlib.ChildError(f"expected {want} callgrind dumps, "
                                   f"found {len(totals)}")
     per = {}
     for i, name in enumerate(names):
-        warm, lo, hi = ours[3 * i: 3 * i + 3]
-        per[name] = {"per_iter": (hi - lo) / (big - small), "small_ir": lo,
-                     "big_ir": hi, "warmup_ir": warm}
+        values = []
+        for j in range(layouts):
+            k = 3 * (i * layouts + j)
+            warm, lo, hi = ours[k: k + 3]
+            values.append((hi - lo) / (big - small))
+        per[name] = {"per_iter": benchlib.median(values), "layouts": values,
+                     "min": min(values), "max": max(values)}
     return per
 
 
@@ -241,7 +263,9 @@ def run_instructions_suite(pythons, quick, timeout, progress):
     valgrind = shutil.which("valgrind")
     names = QUICK_WORKLOADS if quick else list(WORKLOADS)
     small, big = (QUICK_SMALL, QUICK_BIG) if quick else (SMALL, BIG)
+    layouts = QUICK_LAYOUTS if quick else LAYOUTS
     out = {"workloads": names, "small": small, "big": big, "depth": DEPTH,
+           "layouts": layouts,
            "configs": [config_label(*c) for c in CONFIGS], "results": {},
            "errors": {},
            "descriptions": {n: WORKLOADS[n][0] for n in names}}
@@ -253,12 +277,13 @@ def run_instructions_suite(pythons, quick, timeout, progress):
     exe = {side: real_executable(p) for side, p in pythons.items()}
     progress.total = len(CONFIGS)
     progress.line(f"instructions suite: {len(names)} loops x {len(CONFIGS)} "
-                  f"configs under callgrind ({small} and {big} iterations)")
+                  f"configs x {layouts} heap layouts under callgrind ({small} "
+                  f"and {big} iterations)")
     for side, frames in CONFIGS:
         label = config_label(side, frames)
         try:
             out["results"][label] = measure(exe[side], frames, names, small,
-                                            big, timeout, valgrind)
+                                            big, timeout, valgrind, layouts)
             msg = " ".join(f"{n}={v['per_iter']:.1f}"
                            for n, v in out["results"][label].items())
         except benchlib.ChildError as exc:
@@ -331,6 +356,7 @@ def main(argv=None):
     p.add_argument("--small", type=int, default=SMALL, help=argparse.SUPPRESS)
     p.add_argument("--big", type=int, default=BIG, help=argparse.SUPPRESS)
     p.add_argument("--names", default=",".join(WORKLOADS), help=argparse.SUPPRESS)
+    p.add_argument("--layouts", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--profile", metavar="LOOP", choices=list(WORKLOADS),
                    help="print where LOOP's instructions go, per function")
     p.add_argument("--python", help="with --profile: the interpreter")
@@ -339,7 +365,7 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=25, help="with --profile: rows")
     if "--child" in (sys.argv[1:] if argv is None else argv):
         args = p.parse_args(argv)
-        child(args.names.split(","), args.small, args.big)
+        child(args.names.split(","), args.small, args.big, args.layouts)
         return 0
     if "--profile" in (sys.argv[1:] if argv is None else argv):
         args, _ = p.parse_known_args(argv)

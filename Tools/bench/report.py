@@ -278,9 +278,10 @@ def scaling_tables(s):
 
 # --------------------------------------------------------- instruction suite
 
-def instruction_pairs(ins):
+def instruction_pairs(ins, spread=None):
     """pair[name][config] = instructions per pair (the loop's iteration,
-    minus the control loop's where there is one)."""
+    minus the control loop's where there is one), the median over the heap
+    layouts; spread[name][config] = (min, max) over them, if asked."""
     import instructions
     res = ins.get("results", {})
     out = {}
@@ -294,10 +295,13 @@ def instruction_pairs(ins):
             r = res.get(label)
             if not r or work not in r:
                 continue
-            v = r[work]["per_iter"]
+            values = r[work].get("layouts", [r[work]["per_iter"]])
             if control:
-                v -= r[control]["per_iter"]
-            row[label] = v
+                cvalues = r[control].get("layouts", [r[control]["per_iter"]])
+                values = [a - b for a, b in zip(values, cvalues)]
+            row[label] = benchlib.median(values)
+            if spread is not None:
+                spread.setdefault(name, {})[label] = (min(values), max(values))
         out[name] = row
     return out
 
@@ -316,9 +320,10 @@ def instruction_tables(ins):
         r1.append(cells)
     h2 = ["pair", "pristine off", "fork off - pristine off", "budget",
           "pristine N=1 - off", "fork N=1 - off", "fork N=25 - off",
-          "budget", "budgets"]
+          "budget", "budgets", "fork N=1 over layouts"]
     r2 = []
-    for name, row in instruction_pairs(ins).items():
+    spread = {}
+    for name, row in instruction_pairs(ins, spread).items():
         untraced_budget, traced_budget = instructions.BUDGETS.get(name, (None, None))
         def d(a, b):
             return row[a] - row[b] if a in row and b in row else None
@@ -335,8 +340,16 @@ def instruction_tables(ins):
                    if d("pristine N=1", "pristine off") is not None else "n/a"]
                   + [fmt_num(t, 1) if t is not None else "n/a" for t in traced]
                   + [f"<= {traced_budget:g}" if traced_budget is not None else "",
-                     status])
+                     status, layout_range(spread, name, "fork N=1", row.get("fork off"))])
     return (h1, r1), (h2, r2)
+
+
+def layout_range(spread, name, label, base):
+    lo_hi = spread.get(name, {}).get(label)
+    if lo_hi is None or base is None:
+        return "n/a"
+    lo, hi = lo_hi
+    return f"{fmt_num(lo - base, 0)} - {fmt_num(hi - base, 0)}"
 
 
 def instruction_notes(ins):
@@ -347,8 +360,10 @@ def instruction_intro(ins):
     return (f"Instructions (callgrind `Ir`) per loop iteration: (Ir of {ins['big']:,} "
             f"iterations - Ir of {ins['small']:,}) / {ins['big'] - ins['small']:,}, "
             f"counted only inside the loop's exec() after a warm-up, the loop "
-            f"{ins['depth']} frames deep.  Each iteration allocates one block and "
-            f"frees the previous one.")
+            f"{ins['depth']} frames deep; the median over {ins.get('layouts', 1)} heap "
+            f"layouts (live padding blocks shifting the loop's addresses; the last "
+            f"column gives the fork's traced range over them).  Each iteration "
+            f"allocates one block and frees the previous one.")
 
 
 # ------------------------------------------------------- long-running suite
