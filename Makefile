@@ -19,7 +19,7 @@ export BUILD_DIR
 .PHONY: all build help demo test deps prepare check-patches refresh-patches \
         new-patch install clean distclean sanitizer-test tsan tsan-build \
         valgrind fuzz \
-        test-all
+        test-all clang-test
 
 all: build
 
@@ -36,6 +36,7 @@ help:
 	@echo "make bench-instructions | bench-longrun | bench-snapshots   one benchmark suite"
 	@echo "make sanitizer-test  ASan+UBSan build (build/asan), engine tests and a traced suite slice"
 	@echo "make tsan            ThreadSanitizer build (build/tsan), thread tests and stress under it"
+	@echo "make clang-test      clang build (build/clang), the engine's tests under it"
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
 	@echo "make fuzz            fuzz Snapshot.load() for FUZZ_SECONDS (default 300)"
 	@echo "make test-all [TESTS='test_gc ...']  the whole suite: fork, fork traced, pristine"
@@ -102,11 +103,27 @@ sanitizer-test: prepare
 	    UBSAN_OPTIONS=print_stacktrace=1 ./python -m unittest \
 	    test.test_tracemalloc $(foreach c,TracebackTest StoreExactnessTest \
 	    UserAllocatorStoreTest ThreadStressTest BookkeepingOOMTest ForkTest \
-	    TrackTest,test.test_tracemalloc_engine.$(c)) test.test_tracemalloc_stress
+	    TrackTest,test.test_tracemalloc_engine.$(c)) test.test_tracemalloc_stress \
+	    test.test_tracemalloc_hardening test.test_tracemalloc_peak \
+	    test.test_tracemalloc_threads
 	# A slice of the regression suite, traced: what the engine meets most.
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1 PYTHONTRACEMALLOC=25 ./python -m test \
 	    -j$(JOBS) --timeout=3600 $(SANITIZER_SLICE)
+
+# The engine with clang instead of gcc, in another out-of-tree build: the
+# conformance suite and the engine's tests under it.
+CLANG_DIR := $(BUILD_DIR)/clang
+CLANG_TESTS := test.test_tracemalloc test.test_tracemalloc_engine \
+    test.test_tracemalloc_hardening test.test_tracemalloc_peak \
+    test.test_tracemalloc_threads test.test_tracemalloc_stress
+clang-test: prepare
+	@command -v clang >/dev/null || { echo "clang-test: apt-get install clang" >&2; exit 1; }
+	mkdir -p $(CLANG_DIR)
+	test -f $(CLANG_DIR)/Makefile || (cd $(CLANG_DIR) && $(SRC_DIR)/configure \
+	    CC=clang > configure.log)
+	$(MAKE) -C $(CLANG_DIR) -j$(JOBS) -s
+	cd $(CLANG_DIR) && ./python -X faulthandler -m unittest $(CLANG_TESTS)
 
 # The traced slice of the suite that sanitizer-test and tsan run.
 SANITIZER_SLICE := test_gc test_threading test_asyncio test_concurrent_futures \
