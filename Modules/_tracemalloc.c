@@ -204,15 +204,17 @@ build_traces(_PyTraceMalloc_TraceCopy *traces, size_t count,
             goto done;
         }
         PyObject *item;
+        /* The size is a size_t, as PyTraceMalloc_Track() takes it:
+           unsigned, like upstream's (not -1 for 2**64 - 1). */
+        unsigned long long size = traces[i].size;
         if (threads) {
             item = Py_BuildValue(
-                "(InNIk)", traces[i].domain, (Py_ssize_t)traces[i].size,
-                frames, total,
+                "(IKNIk)", traces[i].domain, size, frames, total,
                 _PyTraceMalloc_NodeThread(&ex.view, traces[i].node));
         }
         else {
-            item = Py_BuildValue("(InNI)", traces[i].domain,
-                                 (Py_ssize_t)traces[i].size, frames, total);
+            item = Py_BuildValue("(IKNI)", traces[i].domain, size, frames,
+                                 total);
         }
         if (item == NULL) {
             Py_CLEAR(result);

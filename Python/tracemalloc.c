@@ -119,7 +119,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
     int res = 0;
     /* Checked again inside: stop() may have run since the caller looked at
        the flag, and a trace added now would outlive the tables. */
-    if (_Py_tracemalloc_config.tracing) {
+    if (_PyTraceMalloc_TRACING()) {
         cct_maybe_compact();
         _PyTraceMalloc_Node node = _PyTraceMalloc_CurrentNode_unlocked(tstate);
         if (node == UINT32_MAX) {
@@ -225,7 +225,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
             side = engine_enter(gil_held, &tstate);
             /* Not if clear_traces(), stop() or a compaction ran meanwhile:
                the trace was cleared, or its node id means another path. */
-            if (_Py_tracemalloc_config.tracing
+            if (_PyTraceMalloc_TRACING()
                 && generation == _PyTraceMalloc_cct_generation) {
                 (void)_PyTraceMalloc_StoreAdd_unlocked(
                     _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
@@ -260,7 +260,7 @@ object_block(PyObject *op)
 int
 _PyTraceMalloc_NewReference(PyObject *op)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         return -1;
     }
     uintptr_t ptr = object_block(op);
@@ -323,7 +323,7 @@ _PyTraceMalloc_Start(int max_nframe)
     /* The tree keeps whole call paths; the limit only trims exports, so a
        new limit applies at once, to old traces too. */
     _Py_tracemalloc_config.max_nframe = max_nframe;
-    if (_Py_tracemalloc_config.tracing) {
+    if (_PyTraceMalloc_TRACING()) {
         return 0;
     }
     if (_PyTraceMalloc_StoreInit() < 0) {
@@ -335,7 +335,7 @@ _PyTraceMalloc_Start(int max_nframe)
     engine_clear_unlocked();
     int res = _PyTraceMalloc_CCTStart_unlocked();
     if (res == 0) {
-        _Py_tracemalloc_config.tracing = 1;
+        _PyTraceMalloc_SET_TRACING(1);
     }
     else {
         engine_clear_unlocked();
@@ -352,11 +352,11 @@ _PyTraceMalloc_Start(int max_nframe)
 void
 _PyTraceMalloc_Stop(void)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         return;
     }
     _PyTraceMalloc_Lock();
-    _Py_tracemalloc_config.tracing = 0;
+    _PyTraceMalloc_SET_TRACING(0);
     _PyTraceMalloc_StoreClear_unlocked();
     _PyTraceMalloc_CCTRelease_unlocked();
     _PyTraceMalloc_Unlock();
@@ -365,7 +365,7 @@ _PyTraceMalloc_Stop(void)
 void
 _PyTraceMalloc_ClearTraces(void)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         return;
     }
     _PyTraceMalloc_Lock();
@@ -395,7 +395,7 @@ _PyTraceMalloc_Fini(void)
 int
 PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
     /* May be called without the GIL: the engine finds out. */
@@ -405,7 +405,7 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
 int
 PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
     PyThreadState *tstate;
@@ -420,7 +420,7 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
 PyObject *
 _PyTraceMalloc_GetTraceback(unsigned int domain, uintptr_t ptr)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         Py_RETURN_NONE;
     }
     _PyTraceMalloc_Node node;
@@ -455,7 +455,7 @@ _PyTraceMalloc_GetObjectTraceback(PyObject *obj)
 void
 _PyMem_DumpTraceback(int fd, const void *ptr)
 {
-    if (!_Py_tracemalloc_config.tracing) {
+    if (!_PyTraceMalloc_TRACING()) {
         PUTS(fd, "Enable tracemalloc to get the memory block "
                  "allocation traceback\n\n");
         return;

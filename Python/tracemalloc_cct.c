@@ -305,6 +305,7 @@ string_intern(PyObject *filename, int *nomem)
     s->hash = hash;
     s->length = length;
     s->kind = kind;
+    s->marked = 0;
     memcpy(s->data, data, nbytes);
     s->next = cct.storage.strings;
     cct.storage.strings = s;

@@ -54,11 +54,21 @@ typedef struct {
    as with upstream.  GIL_HELD is 0 for the raw domain, which may be called
    without the GIL: the traceback is then read from this thread's own
    frames, which no other thread can change. */
+/* The flag is written under the engine lock (start/stop) and read here
+   without it, by threads that may not hold the GIL: a relaxed atomic load,
+   which is the same plain load on the machines we build for, but not a
+   data race in C11's terms (nor for ThreadSanitizer).  The traced variants
+   check it again under the lock. */
 #if defined(__GNUC__) || defined(__clang__)
-#  define _PyTraceMalloc_TRACING() \
-       __builtin_expect(_Py_tracemalloc_config.tracing, 0)
+#  define _PyTraceMalloc_TRACING() __builtin_expect( \
+       __atomic_load_n(&_Py_tracemalloc_config.tracing, __ATOMIC_RELAXED), 0)
+#  define _PyTraceMalloc_SET_TRACING(value) \
+       __atomic_store_n(&_Py_tracemalloc_config.tracing, (value), \
+                        __ATOMIC_RELAXED)
 #else
 #  define _PyTraceMalloc_TRACING() (_Py_tracemalloc_config.tracing)
+#  define _PyTraceMalloc_SET_TRACING(value) \
+       (_Py_tracemalloc_config.tracing = (value))
 #endif
 PyAPI_FUNC(void *) _PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc,
                                          size_t size, int gil_held);

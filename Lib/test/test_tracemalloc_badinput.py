@@ -430,11 +430,6 @@ def record(python=sys.executable):
 
 import unittest
 
-# Inputs on which the engine (Modules/_tracemalloc.c, Python/tracemalloc*.c)
-# does not give pristine's answer yet, with why.  Checked by the skipped
-# test_engine_bugs, which the engine's owner un-skips once fixed.
-SIGNED_SIZES = ("a size_t size from PyTraceMalloc_Track() comes out signed "
-                "(-1 instead of 2**64 - 1) in snapshots")
 # Inputs on which the fork answers differently on purpose, with why (see
 # Doc/internals/tracemalloc-engine.rst): not compared.
 DOCUMENTED_DIFFERENCES = {
@@ -444,24 +439,11 @@ DOCUMENTED_DIFFERENCES = {
         "tracing)"
     for module in ("tm", "_tm") for n in ("1", "65535", "True")
 }
-ENGINE_BUGS = {
-    **{f"on: (capi.tracemalloc_track(7, 0x1000, {size}), "
-       f"capi.tracemalloc_track(7, 0x2000, {size}), "
-       f"[(s.size, s.count) for s in domain_stats(7)])[-1]": SIGNED_SIZES
-       for size in ("-1", "-2**63")},
-}
-
-
-def compare(fork, pristine, engine_bugs=False):
-    """List the inputs on which the fork's outcome is not acceptable
-    (only those of ENGINE_BUGS if *engine_bugs* is true)."""
+def compare(fork, pristine):
+    """List the inputs on which the fork's outcome is not acceptable."""
     problems = []
     for key, (expected, expected_state) in pristine.items():
         if key in DOCUMENTED_DIFFERENCES:
-            continue
-        if key in ENGINE_BUGS and not engine_bugs:
-            continue
-        if key not in ENGINE_BUGS and engine_bugs:
             continue
         if key not in fork:
             problems.append(f"{key}: not run")
@@ -513,13 +495,6 @@ class BadInputTest(unittest.TestCase):
         print(f"ITERATIONS badinput: {len(fork)} API inputs compared with "
               f"pristine {self.recorded['python']}", flush=True)
         self.assertEqual(compare(fork, self.recorded["cases"]), [])
-
-    @unittest.skip("engine bugs: " + "; ".join(sorted(set(
-        ENGINE_BUGS.values()))) + " (see report)")
-    def test_engine_bugs(self):
-        fork = collect(sys.executable)
-        self.assertEqual(compare(fork, self.recorded["cases"],
-                                 engine_bugs=True), [])
 
     def test_startup_options_match_recorded_pristine(self):
         fork = run_option_cases(sys.executable)
