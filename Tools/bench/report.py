@@ -605,6 +605,8 @@ def results_markdown(data):
         lines.append(f"- {side}: `{info.get('path')}` (Python {ii.get('version', '?')}, "
                      f"CC `{ii.get('cc', '?')}`, OPT `{ii.get('opt', '?')}`, "
                      f"configure `{ii.get('config_args', '?')}`)")
+    if meta.get("note"):
+        lines.append(f"- Note: {meta['note']}")
     if meta.get("rebuilt_during_run"):
         lines.append(f"- WARNING: rebuilt while this run was measuring: "
                      f"{', '.join(meta['rebuilt_during_run'])} (the tables mix two builds)")

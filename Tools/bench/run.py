@@ -204,6 +204,8 @@ def parse_args(argv):
     p.add_argument("--full", metavar="SUITES", default="",
                    help="with --quick: comma-separated suites to run at full size "
                         "anyway (e.g. instructions,longrun,snapshots)")
+    p.add_argument("--note", default="",
+                   help="a sentence for RESULTS.md about this run (e.g. why it is quick)")
     p.add_argument("--json", metavar="OUT", help="also write the raw results here")
     p.add_argument("--results", action="store_true",
                    help="write RESULTS.md and the README.md summary afterwards")
@@ -263,6 +265,7 @@ def main(argv=None):
         "suites": suites,
         # suites run at full size in a --quick run
         "full_suites": [s for s in suites if args.quick and s in full],
+        "note": args.note,
     }
     if same:
         print("run.py: NOTE: --pristine and --fork are the same interpreter "
