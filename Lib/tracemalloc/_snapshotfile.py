@@ -356,6 +356,13 @@ def _decode_document(document):
         raise _SnapshotError("attribute nested too deeply") from None
     if {'traces', 'traceback_limit'} & set(attributes):
         raise _SnapshotError("reserved attribute name")
+    # Snapshot's methods use thread_names: files written before it existed
+    # get an empty one, and a present one must be what __init__ makes.
+    thread_names = attributes.setdefault("thread_names", {})
+    if type(thread_names) is not dict or not all(
+            type(key) is int and type(name) is str
+            for key, name in thread_names.items()):
+        raise _SnapshotError("thread_names is not a dict of int to str")
     return traces, traceback_limit, attributes
 
 
