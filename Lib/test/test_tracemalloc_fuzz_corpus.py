@@ -3,8 +3,10 @@
 Lib/test/tracemalloc_fuzz/ holds the seeds of Tools/fork/fuzz_snapshot.py
 (`make fuzz`) and every input that once broke the loader's contract
 (crashes/).  Each file must load or raise ValueError, within a time and a
-memory bound per file; decompression bombs (seeds named bomb-*) must be
-refused with ValueError before they are expanded.
+memory bound per file; a snapshot that loads must be usable; decompression
+bombs (seeds named bomb-*) must be refused with ValueError before they are
+expanded.  (The seeds were written by an earlier dump(): they also check
+that files from before a new attribute still load into usable snapshots.)
 
 The files are loaded in a child process, so that a crash names its file
 instead of killing the test runner.
@@ -44,10 +46,27 @@ for path in sys.argv[2:]:
     start = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
     try:
-        tracemalloc.Snapshot.load(path)
-        outcome = "loaded"
-    except ValueError as exc:
-        outcome = "ValueError"
+        try:
+            snapshot = tracemalloc.Snapshot.load(path)
+        except ValueError as exc:
+            outcome = "ValueError"
+        else:
+            # A snapshot that loads must be usable (with what needs no frame
+            # in a traceback: a snapshot built by hand may have tracebacks
+            # without frames, on which 3.11's statistics('filename') fails
+            # too).
+            outcome = "loaded"
+            try:
+                snapshot.statistics("lineno")
+                snapshot.statistics("traceback")
+                snapshot.compare_to(snapshot, "lineno")
+                snapshot.filter_traces([tracemalloc.DomainFilter(False, 1)])
+            except Deadline:
+                raise
+            except BaseException as exc:
+                outcome = (f"loaded, then unusable: {type(exc).__name__}: "
+                           f"{exc}")[:300]
+            del snapshot
     except Deadline:
         outcome = "timeout"
     except BaseException as exc:
