@@ -178,11 +178,15 @@ fuzz: build
 	$(FORK_PYTHON) Tools/fork/fuzz_snapshot.py --seconds $(FUZZ_SECONDS)
 
 # CPython's whole regression suite, three ways (about an hour each here);
-# TESTS="test_gc test_zlib" runs a subset.  See Tools/fork/test_all.py.
+# TESTS="test_gc test_zlib" runs a subset; CHUNK=40 runs 40 modules at a
+# time in the three configurations, so that a partial run still compares.
+# See Tools/fork/test_all.py.
 TESTS ?=
+CHUNK ?=
 test-all: build bench-pristine
 	$(FORK_PYTHON) Tools/fork/test_all.py --fork $(FORK_PYTHON) \
-	    --pristine $(PRISTINE_PYTHON) --jobs $(JOBS) $(if $(TESTS),--tests "$(TESTS)")
+	    --pristine $(PRISTINE_PYTHON) --jobs $(JOBS) $(if $(TESTS),--tests "$(TESTS)") \
+	    $(if $(CHUNK),--chunk $(CHUNK))
 
 clean:
 	-$(MAKE) -C $(OBJ_DIR) clean

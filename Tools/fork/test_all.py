@@ -25,7 +25,10 @@ traced, while the children they start get the environment upstream meant.
 The logs and a JSON summary go to build/test-all/; the table is also
 written to build/test-all/summary.md.  The full suite takes about an hour
 per configuration on two cores; `--tests "test_gc test_zlib"` (make
-test-all TESTS="...") runs a subset.
+test-all TESTS="...") runs a subset.  With `--chunk N` the modules are run
+N at a time, each chunk in the three configurations before the next one,
+and the summary is rewritten after every chunk: a run stopped half way
+still compares the three configurations on the same modules.
 """
 
 import argparse
@@ -132,23 +135,30 @@ def merge(first, second):
     return result
 
 
-def run_configuration(name, python, logdir, tests, jobs, timeout):
+def run_configuration(name, python, logdir, tests, jobs, timeout,
+                      label=None):
+    label = label or name
     if name == "fork-traced":
         # Everything traced through the variable, except the modules whose
         # children must run untraced: traced through -X instead.
         selected = ([t for t in tests if t in CHILD_MUST_RUN_UNTRACED]
                     if tests else CHILD_MUST_RUN_UNTRACED)
-        summary, seconds = regrtest(python, name, logdir, TRACED_ENV, [],
-                                    tests, CHILD_MUST_RUN_UNTRACED, jobs,
-                                    timeout)
+        rest = [t for t in tests if t not in CHILD_MUST_RUN_UNTRACED]
+        if tests and not rest:
+            summary, seconds = parse_summary(""), 0.0
+            summary["returncode"] = 0
+        else:
+            summary, seconds = regrtest(python, label, logdir, TRACED_ENV,
+                                        [], tests, CHILD_MUST_RUN_UNTRACED,
+                                        jobs, timeout)
         if selected:
             extra, extra_seconds = regrtest(
-                python, name + "-x-option", logdir, {}, TRACED_OPTION,
+                python, label + "-x-option", logdir, {}, TRACED_OPTION,
                 selected, [], jobs, timeout)
             summary = merge(summary, extra)
             seconds += extra_seconds
         return summary, seconds
-    return regrtest(python, name, logdir, {}, [], tests, [], jobs, timeout)
+    return regrtest(python, label, logdir, {}, [], tests, [], jobs, timeout)
 
 
 def modules_run(summary):
@@ -188,6 +198,30 @@ def table(results, meta):
     return "\n".join(lines) + "\n"
 
 
+def suite_modules(python):
+    """Upstream's test modules, as regrtest lists them."""
+    proc = subprocess.run([python, "-m", "test", "--list-tests"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True, check=True)
+    return proc.stdout.split()
+
+
+def accumulate(results, name, summary, seconds):
+    if name in results:
+        summary = merge(results[name]["summary"], summary)
+        seconds += results[name]["seconds"]
+    results[name] = {"summary": summary, "seconds": round(seconds, 1)}
+
+
+def write_summary(output, results, meta):
+    text = table(results, meta)
+    with open(os.path.join(output, "summary.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    with open(os.path.join(output, "summary.md"), "w") as f:
+        f.write(text)
+    return text
+
+
 def git_commit():
     proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                           stdout=subprocess.PIPE, text=True)
@@ -204,6 +238,9 @@ def main():
     parser.add_argument("--tests", default="",
                         help="space-separated test modules (default: all)")
     parser.add_argument("--configs", default="fork,fork-traced,pristine")
+    parser.add_argument("--chunk", type=int, default=0,
+                        help="run the modules N at a time, all "
+                             "configurations per chunk")
     parser.add_argument("--output", default=os.path.join(REPO, "build",
                                                          "test-all"))
     args = parser.parse_args()
@@ -233,20 +270,31 @@ def main():
               f"variable (their children must run untraced): "
               f"{', '.join(CHILD_MUST_RUN_UNTRACED)}", flush=True)
     results = {}
-    for name in configs:
-        summary, seconds = run_configuration(
-            name, os.path.abspath(pythons[name]), args.output, tests,
-            args.jobs, args.timeout)
-        results[name] = {"summary": summary, "seconds": round(seconds, 1)}
-        print(f"test-all: {name}: {modules_run(summary)} modules run, "
-              f"{len(summary['failed'])} failed, "
-              f"{len(summary['skipped'])} skipped, {seconds / 60:.1f} min",
-              flush=True)
-    text = table(results, meta)
-    with open(os.path.join(args.output, "summary.json"), "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-    with open(os.path.join(args.output, "summary.md"), "w") as f:
-        f.write(text)
+    if args.chunk:
+        # Upstream's suite as pristine lists it (the fork's own modules
+        # are make test's business).
+        modules = tests or suite_modules(pythons["pristine"] or args.fork)
+        chunks = [modules[i:i + args.chunk]
+                  for i in range(0, len(modules), args.chunk)]
+    else:
+        chunks = [tests]
+    for number, chunk in enumerate(chunks, 1):
+        for name in configs:
+            label = f"{name}-{number}" if args.chunk else name
+            summary, seconds = run_configuration(
+                name, os.path.abspath(pythons[name]), args.output, chunk,
+                args.jobs, args.timeout, label)
+            accumulate(results, name, summary, seconds)
+            print(f"test-all: {label}: {modules_run(summary)} modules run, "
+                  f"{len(summary['failed'])} failed, "
+                  f"{len(summary['skipped'])} skipped, {seconds / 60:.1f} "
+                  f"min", flush=True)
+        if args.chunk:
+            meta["selection"] = (f"chunks 1-{number} of {len(chunks)}: "
+                                 f"{sum(map(len, chunks[:number]))} of "
+                                 f"{len(modules)} modules")
+            write_summary(args.output, results, meta)
+    text = write_summary(args.output, results, meta)
     print()
     print(text, end="")
     failing_traced = set()
