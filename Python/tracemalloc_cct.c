@@ -883,18 +883,25 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     if (tstate == NULL || cct.cache == NULL) {
         return 0;
     }
-    _PyInterpreterFrame *frame = skip_incomplete(
-        tstate->cframe->current_frame);
-    if (frame == NULL) {
-        /* No Python frame (a C thread, or before the first frame): the
-           empty traceback, of this thread. */
-        int nomem = 0;
-        _PyTraceMalloc_Node root = thread_root(tstate, &nomem);
-        return nomem ? UINT32_MAX : root;
-    }
+    _PyInterpreterFrame *frame = tstate->cframe->current_frame;
     uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
-    if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX) != generation) {
-        return current_node_slow(tstate, frame, generation);
+    /* A frame with a valid cache is complete: the cache is reset when a
+       frame is initialised and only filled once it has started, so the
+       usual case needs no completeness check. */
+    if (frame == NULL || (frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
+                         != generation) {
+        frame = skip_incomplete(frame);
+        if (frame == NULL) {
+            /* No Python frame (a C thread, or before the first frame): the
+               empty traceback, of this thread. */
+            int nomem = 0;
+            _PyTraceMalloc_Node root = thread_root(tstate, &nomem);
+            return nomem ? UINT32_MAX : root;
+        }
+        if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
+            != generation) {
+            return current_node_slow(tstate, frame, generation);
+        }
     }
     int nomem = 0;
     _PyTraceMalloc_Node node = frame_node((uint32_t)frame->tracemalloc_parent,
