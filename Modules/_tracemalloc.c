@@ -269,31 +269,7 @@ static PyObject *
 _tracemalloc__get_traces_impl(PyObject *module)
 /*[clinic end generated code: output=e9929876ced4b5cc input=0c6750a8f2b3b7fc]*/
 {
-    if (!_Py_tracemalloc_config.tracing) {
-        return PyList_New(0);
-    }
-    _PyTraceMalloc_TraceCopy *traces;
-    size_t count;
-    _PyTraceMalloc_CCTView view;
-    /* The export's own objects are not the user's memory: this thread is
-       untraced meanwhile (other threads are still traced). */
-    _PyTraceMalloc_SuspendThread();
-    PyObject *result = NULL;
-    int res = _PyTraceMalloc_StoreCopy(&traces, &count, &view);
-    if (res == -2) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "tracemalloc: trace count mismatch; the trace "
-                        "store is inconsistent");
-    }
-    else if (res < 0) {
-        PyErr_NoMemory();
-    }
-    else {
-        result = build_traces(traces, count, &view, 0);
-        free(traces);
-    }
-    _PyTraceMalloc_ResumeThread();
-    return result;
+    return _tracemalloc__get_traces_ex_impl(module, 0, 0);
 }
 
 /* The peak's traces: each group's blocks get the average size of the
