@@ -183,6 +183,24 @@ _PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
     return frames;
 }
 
+/* One trace as the exports give it: (domain, size, frames, total_nframe),
+   plus the native id of the allocating thread with THREADS.  The size is a
+   size_t, as PyTraceMalloc_Track() takes it: unsigned, like upstream's
+   (not -1 for 2**64 - 1). */
+static PyObject *
+trace_tuple(exporter *ex, unsigned int domain, uint64_t size,
+            PyObject *frames, uint32_t total, _PyTraceMalloc_Node node,
+            int threads)
+{
+    if (threads) {
+        return Py_BuildValue("(IKOIk)", domain, (unsigned long long)size,
+                             frames, total,
+                             _PyTraceMalloc_NodeThread(&ex->view, node));
+    }
+    return Py_BuildValue("(IKOI)", domain, (unsigned long long)size, frames,
+                         total);
+}
+
 static PyObject *
 build_traces(_PyTraceMalloc_TraceCopy *traces, size_t count,
              const _PyTraceMalloc_CCTView *view, int threads)
@@ -203,19 +221,9 @@ build_traces(_PyTraceMalloc_TraceCopy *traces, size_t count,
             Py_CLEAR(result);
             goto done;
         }
-        PyObject *item;
-        /* The size is a size_t, as PyTraceMalloc_Track() takes it:
-           unsigned, like upstream's (not -1 for 2**64 - 1). */
-        unsigned long long size = traces[i].size;
-        if (threads) {
-            item = Py_BuildValue(
-                "(IKNIk)", traces[i].domain, size, frames, total,
-                _PyTraceMalloc_NodeThread(&ex.view, traces[i].node));
-        }
-        else {
-            item = Py_BuildValue("(IKNI)", traces[i].domain, size, frames,
-                                 total);
-        }
+        PyObject *item = trace_tuple(&ex, traces[i].domain, traces[i].size,
+                                     frames, total, traces[i].node, threads);
+        Py_DECREF(frames);
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -294,20 +302,14 @@ build_peak_traces(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
             Py_CLEAR(result);
             break;
         }
-        unsigned long thread = _PyTraceMalloc_NodeThread(&ex.view, g->node);
         uint64_t base = g->size / g->count, extra = g->size % g->count;
         PyObject *items[2] = {NULL, NULL};
         for (int k = 0; k < 2; k++) {
-            uint64_t size = base + (k == 0);
             if ((k == 0 && extra == 0) || (k == 1 && g->count == extra)) {
                 continue;
             }
-            items[k] = threads
-                ? Py_BuildValue("(IKOIk)", g->domain,
-                                (unsigned long long)size, frames, total,
-                                thread)
-                : Py_BuildValue("(IKOI)", g->domain,
-                                (unsigned long long)size, frames, total);
+            items[k] = trace_tuple(&ex, g->domain, base + (k == 0), frames,
+                                   total, g->node, threads);
             if (items[k] == NULL) {
                 Py_CLEAR(result);
             }
