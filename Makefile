@@ -179,14 +179,16 @@ fuzz: build
 
 # CPython's whole regression suite, three ways (about an hour each here);
 # TESTS="test_gc test_zlib" runs a subset; CHUNK=40 runs 40 modules at a
-# time in the three configurations, so that a partial run still compares.
+# time in the three configurations, so that a partial run still compares;
+# RESUME=1 (with the same CHUNK) carries on from where a stopped run got.
 # See Tools/fork/test_all.py.
 TESTS ?=
 CHUNK ?=
+RESUME ?=
 test-all: build bench-pristine
 	$(FORK_PYTHON) Tools/fork/test_all.py --fork $(FORK_PYTHON) \
 	    --pristine $(PRISTINE_PYTHON) --jobs $(JOBS) $(if $(TESTS),--tests "$(TESTS)") \
-	    $(if $(CHUNK),--chunk $(CHUNK))
+	    $(if $(CHUNK),--chunk $(CHUNK)) $(if $(RESUME),--resume)
 
 clean:
 	-$(MAKE) -C $(OBJ_DIR) clean

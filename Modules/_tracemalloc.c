@@ -235,51 +235,6 @@ done:
     return result;
 }
 
-/* ---- module functions --------------------------------------------------- */
-
-/*[clinic input]
-_tracemalloc.is_tracing
-
-True if memory allocations are being traced.
-[clinic start generated code]*/
-
-static PyObject *
-_tracemalloc_is_tracing_impl(PyObject *module)
-/*[clinic end generated code: output=2d763b42601cd3ef input=e09df762d7f3fa67]*/
-{
-    return PyBool_FromLong(_Py_tracemalloc_config.tracing);
-}
-
-/*[clinic input]
-_tracemalloc.clear_traces
-
-Forget every trace recorded so far; tracing goes on.
-[clinic start generated code]*/
-
-static PyObject *
-_tracemalloc_clear_traces_impl(PyObject *module)
-/*[clinic end generated code: output=a86080ee41b84197 input=ce7a48d35bd3f758]*/
-{
-    _PyTraceMalloc_ClearTraces();
-    Py_RETURN_NONE;
-}
-
-/*[clinic input]
-_tracemalloc._get_traces
-
-Every trace, as (domain, size, frames, total_nframe) tuples.
-
-frames is a tuple of (filename, lineno) tuples, most recent call first,
-at most get_traceback_limit() of them.  Private: use take_snapshot().
-[clinic start generated code]*/
-
-static PyObject *
-_tracemalloc__get_traces_impl(PyObject *module)
-/*[clinic end generated code: output=e9929876ced4b5cc input=0c6750a8f2b3b7fc]*/
-{
-    return _tracemalloc__get_traces_ex_impl(module, 0, 0);
-}
-
 /* The peak's traces: each group's blocks get the average size of the
    group (the remainder spread over the first ones), so that sizes and
    counts add up exactly per traceback; the blocks of one group share their
@@ -328,6 +283,274 @@ done:
     return result;
 }
 
+/* ---- columns ------------------------------------------------------------- */
+
+/* A snapshot as columns: one entry per distinct call context (its frames
+   tuple, total frame count and, with THREADS, the allocating thread), and
+   three packed arrays with one item per trace (domain as uint32, size as
+   uint64, index of its call context as uint32; native byte order).  About
+   16 bytes per trace instead of a tuple of Python objects, built without
+   creating one object per trace. */
+typedef struct {
+    exporter ex;
+    uint32_t *index_by_node;    /* 1 + index into the lists; 0: none yet */
+    PyObject *frames;           /* list of frames tuples */
+    PyObject *totals;           /* list of total_nframe ints */
+    PyObject *threads;          /* list of native thread ids, or NULL */
+    PyObject *domains, *sizes, *indexes;    /* bytes */
+} columns;
+
+static int
+columns_init(columns *c, const _PyTraceMalloc_CCTView *view, int threads,
+             size_t count)
+{
+    memset(c, 0, sizeof(*c));
+    if (exporter_init(&c->ex, view, _Py_tracemalloc_config.max_nframe,
+                      1) < 0) {
+        return -1;
+    }
+    size_t n = view->nnodes ? view->nnodes : 1;
+    c->index_by_node = PyMem_Calloc(n, sizeof(uint32_t));
+    if (c->index_by_node == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if ((Py_ssize_t)count < 0 || count > (size_t)PY_SSIZE_T_MAX / 8) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->frames = PyList_New(0);
+    c->totals = PyList_New(0);
+    c->threads = threads ? PyList_New(0) : Py_NewRef(Py_None);
+    c->domains = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
+    c->sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 8);
+    c->indexes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
+    if (c->frames == NULL || c->totals == NULL || c->threads == NULL
+        || c->domains == NULL || c->sizes == NULL || c->indexes == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Release everything; return the result tuple if OK, else NULL. */
+static PyObject *
+columns_fini(columns *c, int ok)
+{
+    PyObject *result = NULL;
+    if (ok) {
+        result = PyTuple_Pack(6, c->frames, c->totals, c->threads,
+                              c->domains, c->sizes, c->indexes);
+    }
+    Py_XDECREF(c->frames);
+    Py_XDECREF(c->totals);
+    Py_XDECREF(c->threads);
+    Py_XDECREF(c->domains);
+    Py_XDECREF(c->sizes);
+    Py_XDECREF(c->indexes);
+    PyMem_Free(c->index_by_node);
+    exporter_fini(&c->ex);
+    return result;
+}
+
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    int res = PyList_Append(list, item);
+    Py_DECREF(item);
+    return res;
+}
+
+/* The index of NODE's call context, added to the lists on first use. */
+static int
+columns_index(columns *c, _PyTraceMalloc_Node node, uint32_t *index)
+{
+    uint32_t *slot = &c->index_by_node[node];
+    if (*slot != 0) {
+        *index = *slot - 1;
+        return 0;
+    }
+    Py_ssize_t next = PyList_GET_SIZE(c->frames);
+    if (next >= (Py_ssize_t)UINT32_MAX - 1) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t total;
+    if (append_new(c->frames, node_frames(&c->ex, node, &total)) < 0
+        || append_new(c->totals, PyLong_FromUnsignedLong(total)) < 0) {
+        return -1;
+    }
+    if (c->threads != Py_None) {
+        unsigned long thread = _PyTraceMalloc_NodeThread(&c->ex.view, node);
+        if (append_new(c->threads, PyLong_FromUnsignedLong(thread)) < 0) {
+            return -1;
+        }
+    }
+    *index = (uint32_t)next;
+    *slot = (uint32_t)next + 1;
+    return 0;
+}
+
+static void
+columns_set(columns *c, size_t i, unsigned int domain, uint64_t size,
+            uint32_t index)
+{
+    uint32_t d = domain;
+    memcpy(PyBytes_AS_STRING(c->domains) + 4 * i, &d, 4);
+    memcpy(PyBytes_AS_STRING(c->sizes) + 8 * i, &size, 8);
+    memcpy(PyBytes_AS_STRING(c->indexes) + 4 * i, &index, 4);
+}
+
+static PyObject *
+build_columns(_PyTraceMalloc_TraceCopy *traces, size_t count,
+              const _PyTraceMalloc_CCTView *view, int threads)
+{
+    columns c;
+    int ok = 0;
+    if (columns_init(&c, view, threads, count) < 0) {
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint32_t index;
+        if (columns_index(&c, traces[i].node, &index) < 0) {
+            goto done;
+        }
+        columns_set(&c, i, traces[i].domain, traces[i].size, index);
+    }
+    ok = 1;
+done:
+    return columns_fini(&c, ok);
+}
+
+/* As build_peak_traces(): each group's blocks get its average size. */
+static PyObject *
+build_peak_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
+                   const _PyTraceMalloc_CCTView *view, int threads)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        count += groups[i].count;
+    }
+    columns c;
+    int ok = 0;
+    if (columns_init(&c, view, threads, count) < 0) {
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        _PyTraceMalloc_PeakGroup *g = &groups[i];
+        uint32_t index;
+        if (columns_index(&c, g->node, &index) < 0) {
+            goto done;
+        }
+        uint64_t base = g->size / g->count, extra = g->size % g->count;
+        for (uint32_t j = 0; j < g->count; j++) {
+            columns_set(&c, k++, g->domain, base + (j < extra), index);
+        }
+    }
+    ok = 1;
+done:
+    return columns_fini(&c, ok);
+}
+
+/* Run BUILD (build_traces or build_columns, or their peak variants) on a
+   copy of the engine's traces, untraced and with the garbage collector
+   paused: an export creates up to millions of tuples, and letting the
+   collector run on every few hundred of them made it 3 times slower. */
+static PyObject *
+export(int peak, int threads, int as_columns)
+{
+    _PyTraceMalloc_CCTView view;
+    PyObject *result = NULL;
+    /* The export's own objects are not the user's memory. */
+    _PyTraceMalloc_SuspendThread();
+    int gc_was_enabled = PyGC_Disable();
+    if (peak) {
+        _PyTraceMalloc_PeakGroup *groups;
+        size_t ngroups;
+        if (_PyTraceMalloc_PeakCopy(&groups, &ngroups, &view) < 0) {
+            PyErr_NoMemory();
+        }
+        else {
+            result = as_columns
+                ? build_peak_columns(groups, ngroups, &view, threads)
+                : build_peak_traces(groups, ngroups, &view, threads);
+            free(groups);
+        }
+    }
+    else {
+        _PyTraceMalloc_TraceCopy *traces;
+        size_t count;
+        int res = _PyTraceMalloc_StoreCopy(&traces, &count, &view);
+        if (res == -2) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "tracemalloc: trace count mismatch; the trace "
+                            "store is inconsistent");
+        }
+        else if (res < 0) {
+            PyErr_NoMemory();
+        }
+        else {
+            result = as_columns
+                ? build_columns(traces, count, &view, threads)
+                : build_traces(traces, count, &view, threads);
+            free(traces);
+        }
+    }
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
+/* ---- module functions --------------------------------------------------- */
+
+/*[clinic input]
+_tracemalloc.is_tracing
+
+True if memory allocations are being traced.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc_is_tracing_impl(PyObject *module)
+/*[clinic end generated code: output=2d763b42601cd3ef input=e09df762d7f3fa67]*/
+{
+    return PyBool_FromLong(_Py_tracemalloc_config.tracing);
+}
+
+/*[clinic input]
+_tracemalloc.clear_traces
+
+Forget every trace recorded so far; tracing goes on.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc_clear_traces_impl(PyObject *module)
+/*[clinic end generated code: output=a86080ee41b84197 input=ce7a48d35bd3f758]*/
+{
+    _PyTraceMalloc_ClearTraces();
+    Py_RETURN_NONE;
+}
+
+/*[clinic input]
+_tracemalloc._get_traces
+
+Every trace, as (domain, size, frames, total_nframe) tuples.
+
+frames is a tuple of (filename, lineno) tuples, most recent call first,
+at most get_traceback_limit() of them.  Private: use take_snapshot().
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__get_traces_impl(PyObject *module)
+/*[clinic end generated code: output=e9929876ced4b5cc input=0c6750a8f2b3b7fc]*/
+{
+    return _tracemalloc__get_traces_ex_impl(module, 0, 0);
+}
+
 /*[clinic input]
 _tracemalloc._get_traces_ex
 
@@ -352,39 +575,240 @@ _tracemalloc__get_traces_ex_impl(PyObject *module, int peak, int threads)
     if (!_Py_tracemalloc_config.tracing) {
         return PyList_New(0);
     }
-    _PyTraceMalloc_CCTView view;
-    PyObject *result = NULL;
-    /* The export's own objects are not the user's memory. */
-    _PyTraceMalloc_SuspendThread();
-    if (peak) {
-        _PyTraceMalloc_PeakGroup *groups;
-        size_t ngroups;
-        if (_PyTraceMalloc_PeakCopy(&groups, &ngroups, &view) < 0) {
-            PyErr_NoMemory();
+    return export(peak, threads, 0);
+}
+
+/*[clinic input]
+_tracemalloc._get_columns
+
+    *
+    peak: bool = False
+    threads: bool = False
+
+The traces of _get_traces_ex() as columns.
+
+Return (frames, total_nframe, threads, domains, sizes, indexes): one item
+of the three lists per distinct call context (its frames tuple, its total
+frame count, and with threads=True the native id of its thread; else
+threads is None), and three bytes objects holding one item per trace in
+native byte order: the domain (uint32), the size (uint64) and the index
+of the trace's call context in the lists (uint32).
+Private: use take_snapshot().
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__get_columns_impl(PyObject *module, int peak, int threads)
+/*[clinic end generated code: output=0b1ab470740a1154 input=323aaa7d0dd76082]*/
+{
+    if (!_Py_tracemalloc_config.tracing) {
+        PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+        if (empty == NULL) {
+            return NULL;
         }
-        else {
-            result = build_peak_traces(groups, ngroups, &view, threads);
-            free(groups);
+        PyObject *result = Py_BuildValue(
+            "(NNNOOO)", PyList_New(0), PyList_New(0),
+            threads ? PyList_New(0) : Py_NewRef(Py_None),
+            empty, empty, empty);
+        Py_DECREF(empty);
+        return result;
+    }
+    return export(peak, threads, 1);
+}
+
+/* Check that the three column buffers hold COUNT traces each. */
+static int
+check_columns(Py_buffer *domains, Py_buffer *sizes, Py_buffer *indexes,
+              Py_ssize_t *count)
+{
+    if (indexes->len % 4 != 0) {
+        PyErr_SetString(PyExc_ValueError, "indexes: length not a multiple "
+                        "of 4");
+        return -1;
+    }
+    *count = indexes->len / 4;
+    if ((domains != NULL && domains->len != *count * 4)
+        || sizes->len != *count * 8) {
+        PyErr_SetString(PyExc_ValueError, "columns differ in length");
+        return -1;
+    }
+    return 0;
+}
+
+/* HIGH * 2**64 + LOW as a Python int. */
+static PyObject *
+sum_to_long(uint64_t high, uint64_t low)
+{
+    if (high == 0) {
+        return PyLong_FromUnsignedLongLong(low);
+    }
+    unsigned char bytes[16];
+    for (int i = 0; i < 8; i++) {
+        bytes[i] = (unsigned char)(low >> (8 * i));
+        bytes[8 + i] = (unsigned char)(high >> (8 * i));
+    }
+    return _PyLong_FromByteArray(bytes, 16, 1, 0);
+}
+
+/*[clinic input]
+_tracemalloc._traceback_totals
+
+    indexes: Py_buffer
+    sizes: Py_buffer
+    ntracebacks: Py_ssize_t
+    /
+
+Sum the sizes and count the traces per call context index.
+
+Return (sizes, counts), two lists of ntracebacks ints.  The buffers are
+columns as _get_columns() returns them.  Private.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__traceback_totals_impl(PyObject *module, Py_buffer *indexes,
+                                    Py_buffer *sizes, Py_ssize_t ntracebacks)
+/*[clinic end generated code: output=de24ab17171952e7 input=6abbf47ad865b0f0]*/
+{
+    Py_ssize_t count;
+    if (check_columns(NULL, sizes, indexes, &count) < 0) {
+        return NULL;
+    }
+    if (ntracebacks < 0 || (size_t)ntracebacks > PY_SSIZE_T_MAX / 16) {
+        PyErr_SetString(PyExc_ValueError, "ntracebacks out of range");
+        return NULL;
+    }
+    /* Per index: the sum of the sizes as CARRIES * 2**64 + SIZE_SUMS (a
+       loaded file may hold any uint64 sizes), and the count. */
+    uint64_t *size_sums = PyMem_Calloc(ntracebacks ? ntracebacks : 1, 24);
+    if (size_sums == NULL) {
+        return PyErr_NoMemory();
+    }
+    uint64_t *counts = size_sums + ntracebacks;
+    uint64_t *carries = counts + ntracebacks;
+    const char *ip = indexes->buf, *sp = sizes->buf;
+    PyObject *result = NULL, *sums_list = NULL, *counts_list = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t index;
+        uint64_t size;
+        memcpy(&index, ip + 4 * i, 4);
+        memcpy(&size, sp + 8 * i, 8);
+        if (index >= (uint64_t)ntracebacks) {
+            PyErr_SetString(PyExc_ValueError, "index out of range");
+            goto done;
+        }
+        carries[index] += __builtin_add_overflow(size_sums[index], size,
+                                                 &size_sums[index]);
+        counts[index]++;
+    }
+    sums_list = PyList_New(ntracebacks);
+    counts_list = PyList_New(ntracebacks);
+    if (sums_list == NULL || counts_list == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ntracebacks; i++) {
+        PyObject *a = sum_to_long(carries[i], size_sums[i]);
+        PyObject *b = PyLong_FromUnsignedLongLong(counts[i]);
+        PyList_SET_ITEM(sums_list, i, a);
+        PyList_SET_ITEM(counts_list, i, b);
+        if (a == NULL || b == NULL) {
+            goto done;
         }
     }
-    else {
-        _PyTraceMalloc_TraceCopy *traces;
-        size_t count;
-        int res = _PyTraceMalloc_StoreCopy(&traces, &count, &view);
-        if (res == -2) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "tracemalloc: trace count mismatch; the trace "
-                            "store is inconsistent");
-        }
-        else if (res < 0) {
-            PyErr_NoMemory();
+    result = PyTuple_Pack(2, sums_list, counts_list);
+done:
+    Py_XDECREF(sums_list);
+    Py_XDECREF(counts_list);
+    PyMem_Free(size_sums);
+    return result;
+}
+
+/*[clinic input]
+_tracemalloc._traces_from_columns
+
+    frames: object(subclass_of='&PyList_Type')
+    total_nframe: object(subclass_of='&PyList_Type')
+    threads: object
+    domains: Py_buffer
+    sizes: Py_buffer
+    indexes: Py_buffer
+    /
+
+Build the list of trace tuples that _get_traces_ex() would return.
+
+The arguments are what _get_columns() returns; threads is a list, or None
+for 4-tuples.  Private.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__traces_from_columns_impl(PyObject *module, PyObject *frames,
+                                       PyObject *total_nframe,
+                                       PyObject *threads, Py_buffer *domains,
+                                       Py_buffer *sizes, Py_buffer *indexes)
+/*[clinic end generated code: output=0b33a47e3e4e282f input=c0283430bacff555]*/
+{
+    Py_ssize_t count;
+    if (check_columns(domains, sizes, indexes, &count) < 0) {
+        return NULL;
+    }
+    Py_ssize_t ntracebacks = PyList_GET_SIZE(frames);
+    if (PyList_GET_SIZE(total_nframe) != ntracebacks
+        || (threads != Py_None && (!PyList_Check(threads)
+            || PyList_GET_SIZE(threads) != ntracebacks))) {
+        PyErr_SetString(PyExc_ValueError, "the per-traceback lists differ "
+                        "in length");
+        return NULL;
+    }
+    PyObject *result = PyList_New(count);
+    if (result == NULL) {
+        return NULL;
+    }
+    /* As in an export: millions of tuples, the collector paused. */
+    int gc_was_enabled = PyGC_Disable();
+    const char *dp = domains->buf, *sp = sizes->buf, *ip = indexes->buf;
+    Py_ssize_t width = threads == Py_None ? 4 : 5;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t domain, index;
+        uint64_t size;
+        memcpy(&domain, dp + 4 * i, 4);
+        memcpy(&size, sp + 8 * i, 8);
+        memcpy(&index, ip + 4 * i, 4);
+        PyObject *item = NULL;
+        /* The lists may have changed size since the check (they are the
+           caller's): check again each time. */
+        if (index >= (uint64_t)PyList_GET_SIZE(frames)
+            || index >= (uint64_t)PyList_GET_SIZE(total_nframe)
+            || (width == 5 && index >= (uint64_t)PyList_GET_SIZE(threads))) {
+            PyErr_SetString(PyExc_ValueError, "index out of range");
         }
         else {
-            result = build_traces(traces, count, &view, threads);
-            free(traces);
+            item = PyTuple_New(width);
+        }
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, item);
+        PyObject *d = PyLong_FromUnsignedLong(domain);
+        PyObject *s = PyLong_FromUnsignedLongLong(size);
+        if (d == NULL || s == NULL) {
+            Py_XDECREF(d);
+            Py_XDECREF(s);
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(item, 0, d);
+        PyTuple_SET_ITEM(item, 1, s);
+        PyTuple_SET_ITEM(item, 2,
+                         Py_NewRef(PyList_GET_ITEM(frames, index)));
+        PyTuple_SET_ITEM(item, 3,
+                         Py_NewRef(PyList_GET_ITEM(total_nframe, index)));
+        if (width == 5) {
+            PyTuple_SET_ITEM(item, 4,
+                             Py_NewRef(PyList_GET_ITEM(threads, index)));
         }
     }
-    _PyTraceMalloc_ResumeThread();
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
     return result;
 }
 
@@ -517,6 +941,9 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
     _TRACEMALLOC__GET_TRACES_METHODDEF
     _TRACEMALLOC__GET_TRACES_EX_METHODDEF
+    _TRACEMALLOC__GET_COLUMNS_METHODDEF
+    _TRACEMALLOC__TRACEBACK_TOTALS_METHODDEF
+    _TRACEMALLOC__TRACES_FROM_COLUMNS_METHODDEF
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     _TRACEMALLOC_START_METHODDEF
     _TRACEMALLOC_STOP_METHODDEF

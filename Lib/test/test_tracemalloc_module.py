@@ -17,6 +17,7 @@ import unittest
 import zlib
 from unittest import mock
 
+from tracemalloc import _snapshotfile
 from test.support import os_helper
 from test.support.script_helper import (assert_python_ok,
                                         assert_python_failure,
@@ -230,18 +231,108 @@ class TestDumpLoadRoundTrip(SnapshotFileTestCase):
         self.assertEqual(len(loaded.traces), 1)
 
     def test_file_layout(self):
-        data = self.dump_bytes(tracemalloc.Snapshot([], 5))
-        self.assertTrue(data.startswith(MAGIC + b"version 1\n"))
-        header, document = self.payload_document(data)
+        raw = [(3, 100, (("a.py", 1), ("b.py", 2)), 5),
+               (0, 2**40, (("a.py", 1),), None),
+               (3, 7, (("a.py", 1), ("b.py", 2)), 5)]
+        data = self.dump_bytes(tracemalloc.Snapshot(raw, 5))
+        document, columns = split_v2(data)
         self.assertEqual(document["traceback_limit"], 5)
+        self.assertEqual(document["count"], 3)
+        self.assertEqual(document["filenames"], ["a.py", "b.py"])
+        self.assertEqual(document["frames"], [0, 1, 1, 2])
+        self.assertEqual(document["tracebacks"], [[0, 1], [0]])
+        self.assertEqual(document["total_nframe"], [5, None])
+        self.assertIsNone(document["threads"])
+        self.assertEqual(columns, b"".join([
+            (3).to_bytes(4, "little"), (0).to_bytes(4, "little"),
+            (3).to_bytes(4, "little"),
+            (100).to_bytes(8, "little"), (2**40).to_bytes(8, "little"),
+            (7).to_bytes(8, "little"),
+            (0).to_bytes(4, "little"), (1).to_bytes(4, "little"),
+            (0).to_bytes(4, "little")]))
+
+    def test_version_1_for_values_out_of_column_range(self):
+        # A domain or size that does not fit the columns (made-up traces
+        # only) is written in version 1, which keeps any int.
+        for raw in ([(2**32, 1, (("a.py", 1),), 1)],
+                    [(0, 2**64, (("a.py", 1),), 1)],
+                    [(0, -1, (("a.py", 1),), 1)]):
+            with self.subTest(raw=raw):
+                data = self.dump_bytes(tracemalloc.Snapshot(raw, 1))
+                self.assertTrue(data.startswith(MAGIC + b"version 1\n"))
+                loaded = tracemalloc.Snapshot.load(self.filename)
+                self.assertEqual(loaded.traces._traces, raw)
+
+    def test_version_1_files_load(self):
+        # Files written by earlier versions of the fork.
+        raw = make_raw_traces(500, seed=3)
+        raw5 = [trace + (i % 3,) for i, trace in enumerate(raw)]
+        for traces in (raw, raw5):
+            snapshot = tracemalloc.Snapshot(traces, 6)
+            snapshot.note = "old"
+            self.write(_snapshotfile.encode(snapshot, version=1))
+            loaded = tracemalloc.Snapshot.load(self.filename)
+            self.assertEqual(loaded.traces._traces, traces)
+            self.assertEqual(loaded.note, "old")
+
+    def test_round_trip_real_snapshot_columns(self):
+        # take_snapshot() keeps columns; dump() writes them as they are and
+        # load() gives columns back, for the plain, peak and thread views.
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start(10)
+        try:
+            data = [bytes(100) for _ in range(100)]
+            snapshots = [tracemalloc.take_snapshot(),
+                         tracemalloc.take_snapshot(peak=True),
+                         tracemalloc.take_snapshot(threads=True)]
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        del data
+        for snapshot in snapshots:
+            self.assertIsNotNone(snapshot.traces._columns)
+            snapshot.dump(self.filename)
+            loaded = tracemalloc.Snapshot.load(self.filename)
+            self.assertIsNotNone(loaded.traces._columns)
+            for key in ('lineno', 'traceback', 'thread'):
+                self.assertEqual(loaded.statistics(key),
+                                 snapshot.statistics(key))
+            self.assertEqual(loaded.thread_names, snapshot.thread_names)
+            self.assertEqual(loaded.traces._traces, snapshot.traces._traces)
+
+
+def split_v2(data):
+    """(document, column bytes) of a version 2 snapshot file."""
+    import json
+    header = MAGIC + b"version 2\n"
+    assert data.startswith(header), data[:40]
+    declared = int.from_bytes(data[len(header):len(header) + 8], "little")
+    payload = zlib.decompress(data[len(header) + 8:])
+    assert len(payload) == declared
+    length = int.from_bytes(payload[:8], "little")
+    return json.loads(payload[8:8 + length]), payload[8 + length:]
+
+
+def make_v2(document, columns, declared=None, length=None):
+    """A version 2 file; *declared* and *length* override the sizes."""
+    import json
+    text = json.dumps(document).encode()
+    payload = ((len(text) if length is None else length).to_bytes(8, "little")
+               + text + columns)
+    declared = len(payload) if declared is None else declared
+    return (MAGIC + b"version 2\n" + declared.to_bytes(8, "little")
+            + zlib.compress(payload))
 
 
 class TestLoadRejects(SnapshotFileTestCase):
+    """Version 1 files (JSON), and what every version shares."""
+
     def valid_file(self):
         raw = make_raw_traces(200, seed=2)
         snapshot = tracemalloc.Snapshot(raw, 6)
         snapshot.note = "hello"
-        return self.dump_bytes(snapshot)
+        return _snapshotfile.encode(snapshot, version=1)
 
     def test_empty_file(self):
         self.assertRejected(b"", "empty")
@@ -271,9 +362,9 @@ class TestLoadRejects(SnapshotFileTestCase):
     def test_unsupported_version(self):
         valid = self.valid_file()
         body = valid[len(MAGIC + b"version 1\n"):]
-        message = self.assertRejected(MAGIC + b"version 2\n" + body,
-                                      "unsupported", "version 2")
-        self.assertIn("version 1", message)
+        message = self.assertRejected(MAGIC + b"version 3\n" + body,
+                                      "unsupported", "version 3")
+        self.assertIn("versions 1 and 2", message)
         self.assertRejected(MAGIC + b"version 1000\n" + body,
                             "unsupported", "version 1000")
 
@@ -420,6 +511,174 @@ class TestLoadRejects(SnapshotFileTestCase):
             tracemalloc.Snapshot.load(self.filename)
 
 
+class TestLoadRejectsVersion2(SnapshotFileTestCase):
+    """Version 2 files: the JSON document and the packed columns."""
+
+    def valid_snapshot(self):
+        raw = make_raw_traces(200, seed=4)
+        snapshot = tracemalloc.Snapshot(raw, 6)
+        snapshot.note = "hello"
+        return snapshot
+
+    def valid_file(self):
+        data = self.dump_bytes(self.valid_snapshot())
+        self.assertTrue(data.startswith(MAGIC + b"version 2\n"))
+        return data
+
+    def test_valid(self):
+        self.write(self.valid_file())
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertEqual(loaded.traces._traces,
+                         self.valid_snapshot().traces._traces)
+
+    def test_truncated(self):
+        valid = self.valid_file()
+        header_length = len(MAGIC + b"version 2\n")
+        for cut in (header_length, header_length + 4, header_length + 8,
+                    header_length + 9, len(valid) // 2, len(valid) - 1):
+            with self.subTest(cut=cut):
+                self.assertRejected(valid[:cut], "truncated")
+
+    def test_trailing_data(self):
+        self.assertRejected(self.valid_file() + b"junk", "corrupt",
+                            "trailing")
+
+    def test_declared_size(self):
+        document, columns = split_v2(self.valid_file())
+        # A declared size far beyond what zlib can expand to: refused
+        # before anything is decompressed.
+        self.assertRejected(make_v2(document, columns, declared=2**60),
+                            "decompression bomb")
+        self.assertRejected(make_v2(document, columns, declared=2**64 - 1),
+                            "decompression bomb")
+        payload_size = 8 + len(__import__("json").dumps(document).encode()) \
+            + len(columns)
+        self.assertRejected(make_v2(document, columns,
+                                    declared=payload_size - 1),
+                            "declared size")
+        self.assertRejected(make_v2(document, columns,
+                                    declared=payload_size + 1),
+                            "shorter than declared")
+
+    def test_real_bomb(self):
+        # 16 MiB of zeros compresses to about 16 KiB: a file that declares
+        # it honestly is within deflate's limit, but the count it declares
+        # does not match, and the columns are never allocated.
+        document, _ = split_v2(self.valid_file())
+        document["count"] = 2**40
+        self.assertRejected(make_v2(document, bytes(16 * 2**20)),
+                            "traces declared")
+
+    def test_document_length(self):
+        document, columns = split_v2(self.valid_file())
+        self.assertRejected(make_v2(document, columns, length=2**40),
+                            "document length")
+        self.assertRejected(make_v2(document, columns, length=3),
+                            "corrupt payload")
+
+    def test_count(self):
+        document, columns = split_v2(self.valid_file())
+        for count in (document["count"] + 1, document["count"] - 1, 2**62,
+                      -1, "200", None, True):
+            with self.subTest(count=count):
+                bad = dict(document, count=count)
+                self.assertRejected(make_v2(bad, columns), "corrupt payload")
+
+    def test_index_out_of_range(self):
+        document, columns = split_v2(self.valid_file())
+        count = document["count"]
+        data = bytearray(columns)
+        data[12 * count:12 * count + 4] = len(
+            document["tracebacks"]).to_bytes(4, "little")
+        self.assertRejected(make_v2(document, bytes(data)),
+                            "traceback index out of range")
+        data[12 * count:12 * count + 4] = b"\xff" * 4
+        self.assertRejected(make_v2(document, bytes(data)),
+                            "traceback index out of range")
+
+    def test_document_wrong_structure(self):
+        document, columns = split_v2(self.valid_file())
+        n = len(document["tracebacks"])
+        bad_documents = {
+            "not an object": [1],
+            "missing key": {k: v for k, v in document.items()
+                            if k != "frames"},
+            "extra key": dict(document, traces={}),
+            "limit type": dict(document, traceback_limit=None),
+            "filenames type": dict(document, filenames="a.py"),
+            "odd frames": dict(document, frames=document["frames"] + [0]),
+            "filename index": dict(document, frames=[10**6, 1]
+                                   + document["frames"][2:]),
+            "lineno type": dict(document, frames=[0, 1.5]
+                                + document["frames"][2:]),
+            "frame index": dict(document, tracebacks=[[10**6]]
+                                + document["tracebacks"][1:]),
+            "negative frame index": dict(document, tracebacks=[[-1]]
+                                         + document["tracebacks"][1:]),
+            "traceback type": dict(document, tracebacks=[{}]
+                                   + document["tracebacks"][1:]),
+            "tracebacks type": dict(document, tracebacks={}),
+            "total_nframe short": dict(document,
+                                       total_nframe=[1] * (n - 1)),
+            "total_nframe type": dict(document, total_nframe=["1"] * n),
+            "threads short": dict(document, threads=[1] * (n - 1)),
+            "threads type": dict(document, threads=[None] * n),
+            "attributes": dict(document, attributes=[]),
+            "reserved attribute": dict(document, attributes={"traces": 1}),
+        }
+        for name, bad in bad_documents.items():
+            with self.subTest(name):
+                self.assertRejected(make_v2(bad, columns), "corrupt payload")
+
+    def test_random_damage_only_raises_value_error(self):
+        valid = self.valid_file()
+        rng = random.Random(7)
+        loaded = 0
+        for _ in range(300):
+            data = bytearray(valid)
+            for _ in range(rng.randint(1, 4)):
+                position = rng.randrange(len(data))
+                data[position] = rng.randrange(256)
+            if rng.random() < 0.3:
+                del data[rng.randrange(len(data)):]
+            self.write(bytes(data))
+            try:
+                snapshot = tracemalloc.Snapshot.load(self.filename)
+            except ValueError:
+                continue
+            # What loads is usable.
+            snapshot.statistics('traceback')
+            len(snapshot.traces._traces)
+            loaded += 1
+
+    def test_random_columns(self):
+        # Random column bytes under a valid document: any domain and size
+        # is valid, an index is checked.
+        document, columns = split_v2(self.valid_file())
+        count = document["count"]
+        n = len(document["tracebacks"])
+        rng = random.Random(8)
+        for attempt in range(50):
+            data = bytearray(rng.randrange(256) for _ in range(len(columns)))
+            if attempt % 2:
+                # Indexes in range: this must load.
+                data[12 * count:] = b"".join(
+                    rng.randrange(n).to_bytes(4, "little")
+                    for _ in range(count))
+            data = bytes(data)
+            self.write(make_v2(document, data))
+            try:
+                snapshot = tracemalloc.Snapshot.load(self.filename)
+            except ValueError as exc:
+                self.assertFalse(attempt % 2)
+                self.assertIn("index out of range", str(exc))
+                continue
+            self.assertEqual(len(snapshot.traces), count)
+            self.assertEqual(sum(trace.size for trace in snapshot.traces),
+                             sum(stat.size for stat in
+                                 snapshot.statistics('traceback')))
+
+
 class TestAtomicDump(SnapshotFileTestCase):
     def directory_entries(self):
         directory = os.path.dirname(os.path.abspath(self.filename))
@@ -495,8 +754,13 @@ class TestAtomicDump(SnapshotFileTestCase):
 
 
 class TestStatistics(unittest.TestCase):
+    # A snapshot over a list of raw tuples, as Snapshot() makes it;
+    # TestStatisticsColumns runs the same tests over columns.
+    def snapshot(self, raw, limit):
+        return tracemalloc.Snapshot(raw, limit)
+
     def check_statistics(self, raw):
-        snapshot = tracemalloc.Snapshot(raw, 6)
+        snapshot = self.snapshot(raw, 6)
         for key_type, cumulative in (('lineno', False), ('filename', False),
                                      ('traceback', False), ('lineno', True),
                                      ('filename', True)):
@@ -518,21 +782,21 @@ class TestStatistics(unittest.TestCase):
             self.check_statistics(make_raw_traces(4000, seed=seed))
 
     def test_statistics_empty(self):
-        snapshot = tracemalloc.Snapshot([], 1)
+        snapshot = self.snapshot([], 1)
         self.assertEqual(snapshot.statistics('lineno'), [])
         self.assertEqual(snapshot.compare_to(snapshot, 'lineno'), [])
 
     def test_recursion_counts_each_frame(self):
         raw = [(0, 10, (("a.py", 1), ("a.py", 1), ("b.py", 2)), 3)]
-        stats = tracemalloc.Snapshot(raw, 3).statistics('lineno', True)
+        stats = self.snapshot(raw, 3).statistics('lineno', True)
         self.assertEqual(stat_map(stats), {(("a.py", 1),): (20, 2),
                                            (("b.py", 2),): (10, 1)})
 
     def test_compare_to_matches_reference(self):
         old_raw = make_raw_traces(3000, seed=10)
         new_raw = old_raw[:2000] + make_raw_traces(1500, seed=11)
-        old = tracemalloc.Snapshot(old_raw, 6)
-        new = tracemalloc.Snapshot(new_raw, 6)
+        old = self.snapshot(old_raw, 6)
+        new = self.snapshot(new_raw, 6)
         for key_type, cumulative in (('lineno', False), ('filename', False),
                                      ('traceback', False), ('lineno', True)):
             with self.subTest(key_type=key_type, cumulative=cumulative):
@@ -557,7 +821,7 @@ class TestStatistics(unittest.TestCase):
 
     def test_filter_traces_matches_reference(self):
         raw = make_raw_traces(4000, seed=20)
-        snapshot = tracemalloc.Snapshot(raw, 6)
+        snapshot = self.snapshot(raw, 6)
 
         class SizeFilter(tracemalloc.BaseFilter):
             # A custom filter may depend on anything, not only the frames.
@@ -585,6 +849,27 @@ class TestStatistics(unittest.TestCase):
                 got = snapshot.filter_traces(filters).traces._traces
                 self.assertEqual(got, expected)
 
+    def test_no_filter_copies(self):
+        raw = make_raw_traces(500, seed=21)
+        snapshot = self.snapshot(raw, 6)
+        copy = snapshot.filter_traces([])
+        self.assertIsNot(copy.traces, snapshot.traces)
+        self.assertEqual(copy.traces._traces, raw)
+
+    def test_sequence_access(self):
+        raw = make_raw_traces(300, seed=22)
+        traces = self.snapshot(raw, 6).traces
+        self.assertEqual(len(traces), len(raw))
+        for index in (0, 1, 150, -1, -300):
+            self.assertEqual(traces[index], tracemalloc.Trace(raw[index]))
+        for bad in (300, -301):
+            with self.assertRaises(IndexError):
+                traces[bad]
+        self.assertEqual(traces[10:20:3],
+                         tuple(map(tracemalloc.Trace, raw[10:20:3])))
+        self.assertEqual(list(traces), list(map(tracemalloc.Trace, raw)))
+        self.assertIn(tracemalloc.Trace(raw[5]), traces)
+
     def test_format_size(self):
         cases = [
             (0, '0 B', '+0 B'), (66, '66 B', '+66 B'),
@@ -601,6 +886,60 @@ class TestStatistics(unittest.TestCase):
                                  plain)
                 self.assertEqual(tracemalloc._format_size(size, True),
                                  signed)
+
+
+class TestStatisticsColumns(TestStatistics):
+    """The same checks on snapshots kept as columns, the way take_snapshot()
+    and load() keep them (statistics, compare_to and filter_traces work on
+    the columns without building the trace tuples)."""
+
+    def snapshot(self, raw, limit):
+        columns = _snapshotfile._columns_from_traces(raw)
+        snapshot = tracemalloc.Snapshot._from_columns(columns, limit)
+        self.assertIsNotNone(snapshot.traces._columns)
+        return snapshot
+
+    def test_columns_are_kept(self):
+        raw = make_raw_traces(1000, seed=23)
+        snapshot = self.snapshot(raw, 6)
+        snapshot.statistics('lineno', cumulative=True)
+        snapshot.compare_to(self.snapshot(raw[:500], 6), 'traceback')
+        filtered = snapshot.filter_traces([tracemalloc.Filter(False,
+                                                              "a.py")])
+        len(snapshot.traces)
+        snapshot.traces[3]
+        self.assertIsNotNone(snapshot.traces._columns)
+        self.assertIsNotNone(filtered.traces._columns)
+        # The list is built when asked for, and is then the only copy.
+        self.assertEqual(snapshot.traces._traces, raw)
+        self.assertIsNone(snapshot.traces._columns)
+
+    def test_threads(self):
+        raw = [(0, 10, (("a.py", 1),), 1, 7), (0, 5, (("a.py", 1),), 1, 8),
+               (1, 1, (("b.py", 2),), 1, 7)]
+        snapshot = self.snapshot(raw, 1)
+        snapshot.thread_names = {7: "main"}
+        self.assertEqual(len(snapshot.traces._columns.frames), 3)
+        stats = {s.traceback[0].filename: (s.size, s.count)
+                 for s in snapshot.statistics('thread')}
+        self.assertEqual(stats, {"<thread main>": (11, 2),
+                                 "<thread 8>": (5, 1)})
+        self.assertEqual(stat_map(snapshot.statistics('lineno')),
+                         {(("a.py", 1),): (15, 2), (("b.py", 2),): (1, 1)})
+        self.assertEqual(snapshot.traces[1].thread, 8)
+        self.assertEqual(snapshot.traces._traces, raw)
+
+    def test_bad_index(self):
+        # Columns whose index points past the call contexts: an error, not
+        # a crash or a wrong answer.
+        columns = _snapshotfile._columns_from_traces(
+            [(0, 1, (("a.py", 1),), 1)])
+        columns.indexes[0] = 5
+        snapshot = tracemalloc.Snapshot._from_columns(columns, 1)
+        with self.assertRaises(ValueError):
+            snapshot.statistics('lineno')
+        with self.assertRaises(ValueError):
+            snapshot.traces._traces
 
 
 class TestLeakReport(unittest.TestCase):
@@ -640,6 +979,9 @@ class TestLeakReport(unittest.TestCase):
         paths = [os.path.dirname(os.path.abspath(tracemalloc.__file__))]
         if os.environ.get("PYTHONPATH"):
             paths.append(os.environ["PYTHONPATH"])
+        # The tool's own start-up is under test: the child does not inherit
+        # PYTHONTRACEMALLOC (an empty value means unset).
+        env = dict({"PYTHONTRACEMALLOC": ""}, **env)
         return dict(env, PYTHONPATH=os.pathsep.join(paths),
                     __isolated=False)
 

@@ -1,23 +1,48 @@
 r"""The snapshot file format of Snapshot.dump() and Snapshot.load().
 
-Layout (version 1):
+Version 2, written by dump():
 
     b"tracemalloc-snapshot\n"        magic line
-    b"version 1\n"                   format version
-    zlib-compressed UTF-8 JSON document:
+    b"version 2\n"                   format version
+    8 bytes: the payload's size once expanded (unsigned, little-endian)
+    zlib-compressed payload:
+        8 bytes: the length L of the document (unsigned, little-endian)
+        L bytes: UTF-8 JSON document
+        {
+          "traceback_limit": int,
+          "filenames": [str, ...],             each filename stored once
+          "frames": [file, line, ...],         flat (filename index,
+                                                lineno) pairs, each
+                                                distinct frame once
+          "tracebacks": [[frame, ...], ...],   one per call context: frame
+                                                indexes, most recent first
+          "total_nframe": [int or null, ...],  one per call context
+          "threads": [int, ...] or null,       one per call context, for
+                                                snapshots taken with
+                                                threads=True
+          "count": int,                        the number of traces
+          "attributes": {name: value, ...}     extra snapshot attributes
+        }
+        count x uint32: each trace's domain     \
+        count x uint64: each trace's size        > little-endian columns
+        count x uint32: each trace's call        /
+                        context (index into tracebacks)
+
+Version 1 (read, and written only for traces whose domain or size does not
+fit the columns' types) is a zlib-compressed UTF-8 JSON document after the
+header:
+
     {
       "traceback_limit": int,
-      "filenames": [str, ...],                  each filename stored once
+      "filenames": [str, ...],
       "tracebacks": [[file, line, ...], ...],   flat (filename index,
-                                                 lineno) pairs, most
-                                                 recent frame first
+                                                 lineno) pairs
       "traces": {"domain": [int, ...],          one column per field,
                  "size": [int, ...],            all of the same length
                  "traceback": [int, ...],       (index into tracebacks)
                  "total_nframe": [int or null, ...],
-                 "thread": [int, ...]},         only in snapshots taken
-                                                 with threads=True
-      "attributes": {name: value, ...}          extra snapshot attributes
+                 "thread": [int, ...]},         only with threads=True
+      "attributes": {name: value, ...}
     }
 
 Attribute values use JSON scalars for None/bool/int/float/str and
@@ -25,21 +50,29 @@ Attribute values use JSON scalars for None/bool/int/float/str and
 
 Everything is plain data validated on load: unlike pickle (the format of
 standard CPython, which is refused), a crafted file can at worst be rejected
-with ValueError, never run code.
+with ValueError, never run code.  Sizes are checked before anything is
+allocated: the declared expanded size against the file's size, the
+declared trace count against the payload's size.
 """
 
 import os
+import sys
+from array import array
 from operator import itemgetter
 
-from tracemalloc import _Traces
+from tracemalloc import _Columns, _Traces
 
 _SNAPSHOT_MAGIC = b"tracemalloc-snapshot\n"
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 # How long a version line may be before the file is considered garbage.
 _MAX_VERSION_LINE = 64
 _PICKLE_PROTO_OPCODE = b"\x80"
-# Bounds of the compressed payload's expansion (see decode()).
+# Bounds of the compressed payload's expansion (see decode()): version 1
+# is JSON, version 2 mostly packed columns, which zlib can shrink up to
+# about 1032 times (its limit).
 _MAX_EXPANSION = 256
+_MAX_EXPANSION_V2 = 1100
 _EXPANSION_SLACK = 1 << 20
 _CHUNK_SIZE = 1 << 20
 
@@ -116,19 +149,176 @@ def _decode_value(data):
         raise _SnapshotError(f"malformed {tag} attribute value") from None
 
 
-def encode(snapshot):
-    """Return the bytes of a snapshot file for *snapshot*."""
-    import json
-    import zlib
-
-    traces = snapshot.traces._traces
+def _check_traces(traces):
     lengths = set(map(len, traces))
     if traces and lengths != {4} and lengths != {5}:
         raise TypeError("cannot dump snapshot: traces must be "
                         "(domain, size, frames, total_nframe) tuples, "
                         "or all have the allocating thread as a fifth item")
+    return lengths
+
+
+def _encode_attributes(snapshot):
+    attributes = {}
+    for name, value in vars(snapshot).items():
+        if name in ('traces', 'traceback_limit'):
+            continue
+        try:
+            attributes[name] = _encode_value(value)
+        except TypeError as exc:
+            raise TypeError(f"cannot dump snapshot attribute {name!r}: "
+                            f"{exc}") from None
+        except RecursionError:
+            raise ValueError(f"cannot dump snapshot attribute {name!r}: "
+                             f"value is recursive or too deeply nested"
+                             ) from None
+    return attributes
+
+
+def encode(snapshot, version=_SNAPSHOT_VERSION):
+    """Return the bytes of a snapshot file for *snapshot*.
+
+    Version 2 unless a trace's domain or size does not fit its column
+    (made-up traces only: the engine's always fit), or *version* is 1.
+    """
     if type(snapshot.traceback_limit) is not int:
         raise TypeError("cannot dump snapshot: traceback_limit must be an int")
+    if version == 2:
+        columns = getattr(snapshot.traces, '_columns', None)
+        if columns is None:
+            columns = _columns_from_traces(snapshot.traces._traces)
+        if columns is not None:
+            return _encode_v2(snapshot, columns)
+    return _encode_v1(snapshot)
+
+
+def _columns_from_traces(traces):
+    """_Columns for a list of raw trace tuples, or None if a domain or a
+    size does not fit (TypeError for what no version can store)."""
+    lengths = _check_traces(traces)
+    for name, position, allowed in (("domain", 0, {int}), ("size", 1, {int}),
+                                    ("total_nframe", 3, {int, type(None)})):
+        try:
+            _check_column(name, list(map(itemgetter(position), traces)),
+                          allowed)
+        except _SnapshotError as exc:
+            raise TypeError(f"cannot dump snapshot: trace {exc}") from None
+    try:
+        domains = array('I', map(itemgetter(0), traces))
+        sizes = array('Q', map(itemgetter(1), traces))
+    except OverflowError:
+        return None
+    # A call context per distinct (frames, total_nframe[, thread]): by
+    # frames object first (cheap), by value once per object.
+    by_value = {}
+    frames_index = {}
+    for frames in {id(t[2]): t[2] for t in traces}.values():
+        frames_index[id(frames)] = by_value.setdefault(frames, len(by_value))
+    frames_list = list(by_value)
+    contexts = {}
+    if lengths == {5}:
+        if set(map(type, map(itemgetter(4), traces))) - {int}:
+            raise TypeError("cannot dump snapshot: trace thread holds "
+                            "values that are not int")
+        keys = zip(map(frames_index.__getitem__, map(id, map(
+            itemgetter(2), traces))), map(itemgetter(3), traces),
+            map(itemgetter(4), traces))
+    else:
+        keys = zip(map(frames_index.__getitem__, map(id, map(
+            itemgetter(2), traces))), map(itemgetter(3), traces))
+    indexes = array('I', [contexts.setdefault(key, len(contexts))
+                          for key in keys])
+    return _Columns([frames_list[key[0]] for key in contexts],
+                    [key[1] for key in contexts],
+                    [key[2] for key in contexts] if lengths == {5} else None,
+                    domains, sizes, indexes)
+
+
+def _little_endian(column, typecode):
+    """The bytes of *column* (a buffer of *typecode* items), little-endian."""
+    if sys.byteorder == 'little':
+        return memoryview(column).cast('B')
+    swapped = array(typecode, column)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _encode_v2(snapshot, columns):
+    import json
+    import zlib
+
+    filename_index = {}
+    frame_index = {}        # id(frame) -> index: frames are shared objects
+    frame_values = {}       # (filename, lineno) -> index
+    flat_frames = []
+    tracebacks = []
+    known = frame_index.get
+    for frames in columns.frames:
+        # Most frames were seen in an earlier traceback (they are shared
+        # by the call contexts below them): look them up at C speed.
+        ids = list(map(id, frames))
+        indexes = list(map(known, ids))
+        if None in indexes:
+            for position, index in enumerate(indexes):
+                if index is not None:
+                    continue
+                frame = frames[position]
+                index = known(ids[position])
+                if index is None:
+                    filename, lineno = frame
+                    if type(filename) is not str or type(lineno) is not int:
+                        raise TypeError("cannot dump snapshot: frames must "
+                                        "be (str, int) tuples")
+                    index = frame_values.get(frame)
+                    if index is None:
+                        index = frame_values[frame] = len(frame_values)
+                        flat_frames.append(filename_index.setdefault(
+                            filename, len(filename_index)))
+                        flat_frames.append(lineno)
+                    frame_index[ids[position]] = index
+                indexes[position] = index
+        tracebacks.append(indexes)
+    total_nframe = list(columns.total_nframe)
+    threads = None if columns.threads is None else list(columns.threads)
+    try:
+        _check_column("total_nframe", total_nframe, {int, type(None)})
+        if threads is not None:
+            _check_column("thread", threads, {int})
+    except _SnapshotError as exc:
+        raise TypeError(f"cannot dump snapshot: trace {exc}") from None
+
+    document = {
+        "traceback_limit": snapshot.traceback_limit,
+        "filenames": list(filename_index),
+        "frames": flat_frames,
+        "tracebacks": tracebacks,
+        "total_nframe": total_nframe,
+        "threads": threads,
+        "count": len(columns),
+        "attributes": _encode_attributes(snapshot),
+    }
+    # ensure_ascii keeps undecodable filenames (lone surrogates) intact.
+    text = json.dumps(document, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=True).encode("ascii")
+    compressor = zlib.compressobj(1)
+    parts = [len(text).to_bytes(8, "little"), text,
+             _little_endian(columns.domains, 'I'),
+             _little_endian(columns.sizes, 'Q'),
+             _little_endian(columns.indexes, 'I')]
+    expanded = sum(map(len, (memoryview(part).cast('B') for part in parts)))
+    compressed = [compressor.compress(part) for part in parts]
+    compressed.append(compressor.flush())
+    header = (_SNAPSHOT_MAGIC + b"version 2\n"
+              + expanded.to_bytes(8, "little"))
+    return header + b"".join(compressed)
+
+
+def _encode_v1(snapshot):
+    import json
+    import zlib
+
+    traces = snapshot.traces._traces
+    lengths = _check_traces(traces)
 
     # Table of distinct tracebacks.  Look each frames object up by identity
     # first (cheap), and by value only once per distinct object.
@@ -170,19 +360,7 @@ def encode(snapshot):
         except _SnapshotError as exc:
             raise TypeError(f"cannot dump snapshot: trace {exc}") from None
 
-    attributes = {}
-    for name, value in vars(snapshot).items():
-        if name in ('traces', 'traceback_limit'):
-            continue
-        try:
-            attributes[name] = _encode_value(value)
-        except TypeError as exc:
-            raise TypeError(f"cannot dump snapshot attribute {name!r}: "
-                            f"{exc}") from None
-        except RecursionError:
-            raise ValueError(f"cannot dump snapshot attribute {name!r}: "
-                             f"value is recursive or too deeply nested"
-                             ) from None
+    attributes = _encode_attributes(snapshot)
 
     document = {
         "traceback_limit": snapshot.traceback_limit,
@@ -194,7 +372,7 @@ def encode(snapshot):
     # ensure_ascii keeps undecodable filenames (lone surrogates) intact.
     payload = json.dumps(document, separators=(",", ":"), ensure_ascii=True,
                          allow_nan=True)
-    header = _SNAPSHOT_MAGIC + b"version %d\n" % _SNAPSHOT_VERSION
+    header = _SNAPSHOT_MAGIC + b"version 1\n"
     return header + zlib.compress(payload.encode("ascii"), 1)
 
 
@@ -223,26 +401,18 @@ def _parse_header(data):
             or not words[1].isdigit() or not words[1].isascii()):
         raise _SnapshotError("corrupt header (version line)")
     version = int(words[1])
-    if version != _SNAPSHOT_VERSION:
+    if version not in _READABLE_VERSIONS:
         raise _SnapshotError(f"unsupported snapshot format version "
-                             f"{version} (this Python reads version "
-                             f"{_SNAPSHOT_VERSION})")
-    return end + 1
+                             f"{version} (this Python reads versions "
+                             f"1 and 2)")
+    return version, end + 1
 
 
-def decode(cls, data):
-    """Build a *cls* instance from the bytes of a snapshot file."""
-    import json
+def _expand(compressed, limit, what):
+    """Decompress *compressed* a chunk at a time, refusing to expand it
+    beyond *limit* bytes (*what* says why there is a limit)."""
     import zlib
 
-    offset = _parse_header(data)
-
-    # Expand the payload a chunk at a time, refusing a decompression bomb
-    # before it is expanded: dump() compresses with zlib level 1, which
-    # never shrinks data more than about 230 times, so a payload that
-    # expands more than _MAX_EXPANSION times was not written by dump().
-    compressed = data[offset:]
-    limit = _MAX_EXPANSION * len(compressed) + _EXPANSION_SLACK
     decompressor = zlib.decompressobj()
     chunks = []
     size = 0
@@ -252,9 +422,8 @@ def decode(cls, data):
             compressed = decompressor.unconsumed_tail
             size += len(chunk)
             if size > limit:
-                raise _SnapshotError(
-                    f"the payload expands more than {_MAX_EXPANSION} times "
-                    f"(a decompression bomb?): refused")
+                raise _SnapshotError(f"the payload expands beyond {what}: "
+                                     f"refused")
             chunks.append(chunk)
             if decompressor.eof or not (chunk or compressed):
                 break
@@ -266,23 +435,143 @@ def decode(cls, data):
         raise _SnapshotError("the file is truncated (incomplete payload)")
     if decompressor.unused_data:
         raise _SnapshotError("corrupt payload (trailing data)")
+    return payload
+
+
+def _parse_json(text):
+    import json
+
     try:
-        document = json.loads(payload.decode("utf-8"))
+        return json.loads(text.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise _SnapshotError(f"corrupt payload ({exc})") from None
 
-    try:
-        traces, traceback_limit, attributes = _decode_document(document)
-    except _SnapshotError as exc:
-        raise _SnapshotError(f"corrupt payload ({exc})") from None
+
+def decode(cls, data):
+    """Build a *cls* instance from the bytes of a snapshot file."""
+    version, offset = _parse_header(data)
+    if version == 1:
+        # dump() compressed with zlib level 1, which never shrinks JSON
+        # more than about 230 times: a payload that expands more than
+        # _MAX_EXPANSION times was not written by dump().
+        compressed = data[offset:]
+        payload = _expand(compressed,
+                          _MAX_EXPANSION * len(compressed) + _EXPANSION_SLACK,
+                          f"{_MAX_EXPANSION} times its compressed size (a "
+                          f"decompression bomb?)")
+        document = _parse_json(payload)
+        try:
+            traces, traceback_limit, attributes = _decode_document(document)
+        except _SnapshotError as exc:
+            raise _SnapshotError(f"corrupt payload ({exc})") from None
+        traces = _Traces(traces)
+    else:
+        traces, traceback_limit, attributes = _decode_v2(data, offset)
 
     # Like unpickling, restore the state without calling __init__(), so
     # that subclasses with another constructor signature load too.
     snapshot = cls.__new__(cls)
-    snapshot.traces = _Traces(traces)
+    snapshot.traces = traces
     snapshot.traceback_limit = traceback_limit
     vars(snapshot).update(attributes)
     return snapshot
+
+
+def _decode_v2(data, offset):
+    if len(data) - offset < 8:
+        raise _SnapshotError("the file is truncated (incomplete header)")
+    declared = int.from_bytes(data[offset:offset + 8], "little")
+    compressed = memoryview(data)[offset + 8:]
+    # Refused before anything is expanded: no zlib stream expands more
+    # than about 1032 times.
+    if declared > _MAX_EXPANSION_V2 * len(compressed) + _EXPANSION_SLACK:
+        raise _SnapshotError(
+            f"the payload declares {declared} bytes, more than "
+            f"{_MAX_EXPANSION_V2} times its compressed size (a "
+            f"decompression bomb?): refused")
+    payload = _expand(compressed, declared, "its declared size")
+    if len(payload) != declared:
+        raise _SnapshotError("corrupt payload (shorter than declared)")
+    if len(payload) < 8:
+        raise _SnapshotError("corrupt payload (no document)")
+    length = int.from_bytes(payload[:8], "little")
+    if length > len(payload) - 8:
+        raise _SnapshotError("corrupt payload (document length)")
+    document = _parse_json(payload[8:8 + length])
+    try:
+        return _decode_document_v2(document, memoryview(payload)[8 + length:])
+    except _SnapshotError as exc:
+        raise _SnapshotError(f"corrupt payload ({exc})") from None
+
+
+def _read_column(typecode, data):
+    column = array(typecode)
+    column.frombytes(data)
+    if sys.byteorder != 'little':
+        column.byteswap()
+    return column
+
+
+def _decode_document_v2(document, columns_data):
+    """Validate a version 2 document and its columns; return (traces,
+    traceback_limit, attributes), traces a _Traces over _Columns."""
+    expected_keys = {"traceback_limit", "filenames", "frames", "tracebacks",
+                     "total_nframe", "threads", "count", "attributes"}
+    if type(document) is not dict or set(document) != expected_keys:
+        raise _SnapshotError("unexpected document layout")
+    traceback_limit = document["traceback_limit"]
+    if type(traceback_limit) is not int:
+        raise _SnapshotError("traceback_limit is not an integer")
+    filenames = document["filenames"]
+    _check_column("filenames", filenames, {str})
+
+    flat = document["frames"]
+    _check_column("frames", flat, {int})
+    if len(flat) % 2:
+        raise _SnapshotError("odd frames length")
+    filename_ids = flat[0::2]
+    _check_indexes("filename", filename_ids, len(filenames))
+    frames_table = list(zip(map(filenames.__getitem__, filename_ids),
+                            flat[1::2]))
+
+    tracebacks = document["tracebacks"]
+    if type(tracebacks) is not list:
+        raise _SnapshotError("tracebacks is not a list")
+    frames_list = []
+    for frame_ids in tracebacks:
+        _check_column("traceback", frame_ids, {int})
+        _check_indexes("frame", frame_ids, len(frames_table))
+        frames_list.append(tuple(map(frames_table.__getitem__, frame_ids)))
+
+    total_nframe = document["total_nframe"]
+    _check_column("total_nframe", total_nframe, {int, type(None)})
+    threads = document["threads"]
+    if threads is not None:
+        _check_column("threads", threads, {int})
+    if len(total_nframe) != len(tracebacks) or (
+            threads is not None and len(threads) != len(tracebacks)):
+        raise _SnapshotError("per-traceback lists differ in length")
+
+    count = document["count"]
+    if type(count) is not int or count < 0:
+        raise _SnapshotError("count is not a non-negative integer")
+    # The declared count must match the data exactly, checked before the
+    # columns are allocated.
+    if 16 * count != len(columns_data):
+        raise _SnapshotError(f"{count} traces declared, but the columns "
+                             f"hold {len(columns_data)} bytes")
+    domains = _read_column('I', columns_data[:4 * count])
+    sizes = _read_column('Q', columns_data[4 * count:12 * count])
+    indexes = _read_column('I', columns_data[12 * count:])
+    columns = _Columns(frames_list, total_nframe, threads, domains, sizes,
+                       indexes)
+    try:
+        # Checks every index (and keeps the totals for statistics()).
+        columns.totals()
+    except ValueError:
+        raise _SnapshotError("traceback index out of range") from None
+    return (_Traces._from_columns(columns), traceback_limit,
+            _decode_attributes(document["attributes"]))
 
 
 def _check_indexes(name, indexes, length):
@@ -346,7 +635,11 @@ def _decode_document(document):
                       map(frames_table.__getitem__, traceback_ids),
                       *(columns[name] for name in names[3:])))
 
-    attributes = document["attributes"]
+    return traces, traceback_limit, _decode_attributes(
+        document["attributes"])
+
+
+def _decode_attributes(attributes):
     if type(attributes) is not dict:
         raise _SnapshotError("attributes is not an object")
     try:
@@ -363,7 +656,7 @@ def _decode_document(document):
             type(key) is int and type(name) is str
             for key, name in thread_names.items()):
         raise _SnapshotError("thread_names is not a dict of int to str")
-    return traces, traceback_limit, attributes
+    return attributes
 
 
 def write_atomically(filename, data):

@@ -116,6 +116,216 @@ exit:
     return return_value;
 }
 
+PyDoc_STRVAR(_tracemalloc__get_columns__doc__,
+"_get_columns($module, /, *, peak=False, threads=False)\n"
+"--\n"
+"\n"
+"The traces of _get_traces_ex() as columns.\n"
+"\n"
+"Return (frames, total_nframe, threads, domains, sizes, indexes): one item\n"
+"of the three lists per distinct call context (its frames tuple, its total\n"
+"frame count, and with threads=True the native id of its thread; else\n"
+"threads is None), and three bytes objects holding one item per trace in\n"
+"native byte order: the domain (uint32), the size (uint64) and the index\n"
+"of the trace\'s call context in the lists (uint32).\n"
+"Private: use take_snapshot().");
+
+#define _TRACEMALLOC__GET_COLUMNS_METHODDEF    \
+    {"_get_columns", _PyCFunction_CAST(_tracemalloc__get_columns), METH_FASTCALL|METH_KEYWORDS, _tracemalloc__get_columns__doc__},
+
+static PyObject *
+_tracemalloc__get_columns_impl(PyObject *module, int peak, int threads);
+
+static PyObject *
+_tracemalloc__get_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *return_value = NULL;
+    static const char * const _keywords[] = {"peak", "threads", NULL};
+    static _PyArg_Parser _parser = {NULL, _keywords, "_get_columns", 0};
+    PyObject *argsbuf[2];
+    Py_ssize_t noptargs = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) - 0;
+    int peak = 0;
+    int threads = 0;
+
+    args = _PyArg_UnpackKeywords(args, nargs, NULL, kwnames, &_parser, 0, 0, 0, argsbuf);
+    if (!args) {
+        goto exit;
+    }
+    if (!noptargs) {
+        goto skip_optional_kwonly;
+    }
+    if (args[0]) {
+        peak = PyObject_IsTrue(args[0]);
+        if (peak < 0) {
+            goto exit;
+        }
+        if (!--noptargs) {
+            goto skip_optional_kwonly;
+        }
+    }
+    threads = PyObject_IsTrue(args[1]);
+    if (threads < 0) {
+        goto exit;
+    }
+skip_optional_kwonly:
+    return_value = _tracemalloc__get_columns_impl(module, peak, threads);
+
+exit:
+    return return_value;
+}
+
+PyDoc_STRVAR(_tracemalloc__traceback_totals__doc__,
+"_traceback_totals($module, indexes, sizes, ntracebacks, /)\n"
+"--\n"
+"\n"
+"Sum the sizes and count the traces per call context index.\n"
+"\n"
+"Return (sizes, counts), two lists of ntracebacks ints.  The buffers are\n"
+"columns as _get_columns() returns them.  Private.");
+
+#define _TRACEMALLOC__TRACEBACK_TOTALS_METHODDEF    \
+    {"_traceback_totals", _PyCFunction_CAST(_tracemalloc__traceback_totals), METH_FASTCALL, _tracemalloc__traceback_totals__doc__},
+
+static PyObject *
+_tracemalloc__traceback_totals_impl(PyObject *module, Py_buffer *indexes,
+                                    Py_buffer *sizes, Py_ssize_t ntracebacks);
+
+static PyObject *
+_tracemalloc__traceback_totals(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *return_value = NULL;
+    Py_buffer indexes = {NULL, NULL};
+    Py_buffer sizes = {NULL, NULL};
+    Py_ssize_t ntracebacks;
+
+    if (!_PyArg_CheckPositional("_traceback_totals", nargs, 3, 3)) {
+        goto exit;
+    }
+    if (PyObject_GetBuffer(args[0], &indexes, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&indexes, 'C')) {
+        _PyArg_BadArgument("_traceback_totals", "argument 1", "contiguous buffer", args[0]);
+        goto exit;
+    }
+    if (PyObject_GetBuffer(args[1], &sizes, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&sizes, 'C')) {
+        _PyArg_BadArgument("_traceback_totals", "argument 2", "contiguous buffer", args[1]);
+        goto exit;
+    }
+    {
+        Py_ssize_t ival = -1;
+        PyObject *iobj = _PyNumber_Index(args[2]);
+        if (iobj != NULL) {
+            ival = PyLong_AsSsize_t(iobj);
+            Py_DECREF(iobj);
+        }
+        if (ival == -1 && PyErr_Occurred()) {
+            goto exit;
+        }
+        ntracebacks = ival;
+    }
+    return_value = _tracemalloc__traceback_totals_impl(module, &indexes, &sizes, ntracebacks);
+
+exit:
+    /* Cleanup for indexes */
+    if (indexes.obj) {
+       PyBuffer_Release(&indexes);
+    }
+    /* Cleanup for sizes */
+    if (sizes.obj) {
+       PyBuffer_Release(&sizes);
+    }
+
+    return return_value;
+}
+
+PyDoc_STRVAR(_tracemalloc__traces_from_columns__doc__,
+"_traces_from_columns($module, frames, total_nframe, threads, domains,\n"
+"                     sizes, indexes, /)\n"
+"--\n"
+"\n"
+"Build the list of trace tuples that _get_traces_ex() would return.\n"
+"\n"
+"The arguments are what _get_columns() returns; threads is a list, or None\n"
+"for 4-tuples.  Private.");
+
+#define _TRACEMALLOC__TRACES_FROM_COLUMNS_METHODDEF    \
+    {"_traces_from_columns", _PyCFunction_CAST(_tracemalloc__traces_from_columns), METH_FASTCALL, _tracemalloc__traces_from_columns__doc__},
+
+static PyObject *
+_tracemalloc__traces_from_columns_impl(PyObject *module, PyObject *frames,
+                                       PyObject *total_nframe,
+                                       PyObject *threads, Py_buffer *domains,
+                                       Py_buffer *sizes, Py_buffer *indexes);
+
+static PyObject *
+_tracemalloc__traces_from_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *return_value = NULL;
+    PyObject *frames;
+    PyObject *total_nframe;
+    PyObject *threads;
+    Py_buffer domains = {NULL, NULL};
+    Py_buffer sizes = {NULL, NULL};
+    Py_buffer indexes = {NULL, NULL};
+
+    if (!_PyArg_CheckPositional("_traces_from_columns", nargs, 6, 6)) {
+        goto exit;
+    }
+    if (!PyList_Check(args[0])) {
+        _PyArg_BadArgument("_traces_from_columns", "argument 1", "list", args[0]);
+        goto exit;
+    }
+    frames = args[0];
+    if (!PyList_Check(args[1])) {
+        _PyArg_BadArgument("_traces_from_columns", "argument 2", "list", args[1]);
+        goto exit;
+    }
+    total_nframe = args[1];
+    threads = args[2];
+    if (PyObject_GetBuffer(args[3], &domains, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&domains, 'C')) {
+        _PyArg_BadArgument("_traces_from_columns", "argument 4", "contiguous buffer", args[3]);
+        goto exit;
+    }
+    if (PyObject_GetBuffer(args[4], &sizes, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&sizes, 'C')) {
+        _PyArg_BadArgument("_traces_from_columns", "argument 5", "contiguous buffer", args[4]);
+        goto exit;
+    }
+    if (PyObject_GetBuffer(args[5], &indexes, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&indexes, 'C')) {
+        _PyArg_BadArgument("_traces_from_columns", "argument 6", "contiguous buffer", args[5]);
+        goto exit;
+    }
+    return_value = _tracemalloc__traces_from_columns_impl(module, frames, total_nframe, threads, &domains, &sizes, &indexes);
+
+exit:
+    /* Cleanup for domains */
+    if (domains.obj) {
+       PyBuffer_Release(&domains);
+    }
+    /* Cleanup for sizes */
+    if (sizes.obj) {
+       PyBuffer_Release(&sizes);
+    }
+    /* Cleanup for indexes */
+    if (indexes.obj) {
+       PyBuffer_Release(&indexes);
+    }
+
+    return return_value;
+}
+
 PyDoc_STRVAR(_tracemalloc__get_object_traceback__doc__,
 "_get_object_traceback($module, obj, /)\n"
 "--\n"
@@ -257,4 +467,4 @@ _tracemalloc_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return _tracemalloc_reset_peak_impl(module);
 }
-/*[clinic end generated code: output=ca30d6ef282526f7 input=a9049054013a1b77]*/
+/*[clinic end generated code: output=80d4321e8b8e144c input=a9049054013a1b77]*/

@@ -171,8 +171,25 @@ def modules_run(summary):
         len(summary["env_changed"]) + len(summary["no_tests"])
 
 
+def commits_text(meta):
+    """"commit `abc`", or which chunks each commit ran after --resume."""
+    commits = meta.get("commits") or {}
+    if len(set(commits.values())) <= 1:
+        return f"commit `{meta['commit']}`"
+    ranges = []
+    for number in sorted(commits, key=int):
+        commit = commits[number]
+        if ranges and ranges[-1][0] == commit:
+            ranges[-1][2] = number
+        else:
+            ranges.append([commit, number, number])
+    return "commits " + ", ".join(
+        f"`{c}` (chunk{'s' if a != b else ''} "
+        f"{a if a == b else f'{a}-{b}'})" for c, a, b in ranges)
+
+
 def table(results, meta):
-    lines = [f"`make test-all` ({meta['date']}, commit `{meta['commit']}`, "
+    lines = [f"`make test-all` ({meta['date']}, {commits_text(meta)}, "
              f"{meta['machine']}; {meta['selection']}):", "",
              "| configuration | modules run | failed | skipped | "
              "env changed | wall time |",
@@ -227,6 +244,41 @@ def write_summary(output, results, meta):
     return text
 
 
+def resume(output, chunk, configs, meta, chunks):
+    """(chunks already done, results, meta) from a stopped chunked run.
+
+    The earlier run must have used the same chunk size and
+    configurations; its results are kept, and meta records which commit
+    ran which chunk."""
+    path = os.path.join(output, "summary.json")
+    if not os.path.exists(path):
+        print(f"test-all: nothing to resume in {output}; starting over",
+              flush=True)
+        return 0, {}, meta
+    with open(path) as f:
+        saved = json.load(f)
+    old = saved["meta"]
+    if old.get("chunk", chunk) != chunk or \
+            sorted(saved["results"]) != sorted(configs):
+        sys.exit(f"test-all: {path} comes from another chunk size or "
+                 f"set of configurations; remove it or drop --resume")
+    done = old.get("chunks_done")
+    if done is None:
+        # Written before chunks_done existed: "chunks 1-N of M: ...".
+        match = re.match(r"chunks 1-(\d+) of", old.get("selection", ""))
+        if not match:
+            sys.exit(f"test-all: cannot tell how far {path} got")
+        done = int(match.group(1))
+    commits = old.get("commits") or {str(n): old["commit"]
+                                     for n in range(1, done + 1)}
+    new_meta = dict(old, commits=commits, chunk=chunk, chunks_done=done,
+                    commit=meta["commit"])
+    new_meta["date"] = f"{old['date']} to {meta['date']}"
+    print(f"test-all: resuming after chunk {done} of {len(chunks)}",
+          flush=True)
+    return done, saved["results"], new_meta
+
+
 def git_commit():
     proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                           stdout=subprocess.PIPE, text=True)
@@ -248,7 +300,13 @@ def main():
                              "configurations per chunk")
     parser.add_argument("--output", default=os.path.join(REPO, "build",
                                                          "test-all"))
+    parser.add_argument("--resume", action="store_true",
+                        help="with --chunk: keep the chunks that the "
+                             "output directory's summary.json already "
+                             "has, and run the rest")
     args = parser.parse_args()
+    if args.resume and not args.chunk:
+        parser.error("--resume needs --chunk")
 
     tests = args.tests.split()
     configs = [c for c in args.configs.split(",") if c]
@@ -283,7 +341,13 @@ def main():
                   for i in range(0, len(modules), args.chunk)]
     else:
         chunks = [tests]
+    done = 0
+    if args.resume:
+        done, results, meta = resume(args.output, args.chunk, configs,
+                                     meta, chunks)
     for number, chunk in enumerate(chunks, 1):
+        if number <= done:
+            continue
         for name in configs:
             label = f"{name}-{number}" if args.chunk else name
             summary, seconds = run_configuration(
@@ -298,6 +362,9 @@ def main():
             meta["selection"] = (f"chunks 1-{number} of {len(chunks)}: "
                                  f"{sum(map(len, chunks[:number]))} of "
                                  f"{len(modules)} modules")
+            meta["chunk"] = args.chunk
+            meta["chunks_done"] = number
+            meta.setdefault("commits", {})[str(number)] = meta["commit"]
             write_summary(args.output, results, meta)
     text = write_summary(args.output, results, meta)
     print()
