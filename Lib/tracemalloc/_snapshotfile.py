@@ -497,6 +497,13 @@ def _decode_v2(data, offset):
     length = int.from_bytes(payload[:8], "little")
     if length > len(payload) - 8:
         raise _SnapshotError("corrupt payload (document length)")
+    # The document is JSON, which dump() compresses at zlib level 1 (at
+    # most about 230 times): the columns' larger bound must not let it
+    # expand into millions of objects per KiB of file.
+    if length > _MAX_EXPANSION * len(compressed) + _EXPANSION_SLACK:
+        raise _SnapshotError(f"the document expands beyond "
+                             f"{_MAX_EXPANSION} times the compressed "
+                             f"payload (a decompression bomb?): refused")
     document = _parse_json(payload[8:8 + length])
     try:
         return _decode_document_v2(document, memoryview(payload)[8 + length:])
