@@ -581,7 +581,8 @@ class Filter(BaseFilter):
         return self._match_frame(filename, lineno)
 
     def _match(self, trace):
-        domain, size, traceback, total_nframe = trace
+        # A trace may have the allocating thread as a fifth item.
+        domain, traceback = trace[0], trace[2]
         result = self._match_traceback(traceback)
         if self.domain is None:
             return result
@@ -604,8 +605,7 @@ class DomainFilter(BaseFilter):
         return self._domain
 
     def _match(self, trace):
-        domain, size, traceback, total_nframe = trace
-        return (domain == self.domain) ^ (not self.inclusive)
+        return (trace[0] == self.domain) ^ (not self.inclusive)
 
 
 def _looks_at_frames_only(trace_filter):
