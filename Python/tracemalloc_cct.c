@@ -790,24 +790,54 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     return node;
 }
 
+/* The per-frame memo of the last allocation site (tracemalloc_last): the
+   low 32 bits of prev_instr, then the node.  Within one code object they
+   tell instructions apart (its bytecode is far below 4 GiB), and the code
+   cannot change under a live frame nor be freed, so a hit needs no epoch.
+   The memo is reset whenever the frame's parent is set, as the node
+   depends on it; LAST_NONE can never match (instructions are 2-byte
+   aligned). */
+#define LAST_NONE ((uint64_t)1 << 32)
+
+static inline uint64_t
+last_key(const _PyInterpreterFrame *frame)
+{
+    return (uint64_t)(uint32_t)(uintptr_t)frame->prev_instr << 32;
+}
+
 /* Hot path: the node of FRAME at its current instruction, its caller's
-   node being PARENT.  Cost: a hash, one compare and the load of the code's
-   epoch on a hit. */
+   node being PARENT (the frame's valid tracemalloc_parent).  Cost: one
+   compare when the frame allocates at the same instruction as last time
+   (loops); else a hash, one compare and the load of the code's epoch on a
+   hit in the shared cache. */
 static inline _PyTraceMalloc_Node
 frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
            int *nomem)
 {
+    uint64_t key = last_key(frame);
+    uint64_t last = frame->tracemalloc_last;
+    if ((last & ~(uint64_t)UINT32_MAX) == key) {
+        return (uint32_t)last;
+    }
     PyCodeObject *code = frame->f_code;
     int lasti = _PyInterpreterFrame_LASTI(frame);
     uint64_t x = ((uint64_t)(uintptr_t)code >> 4) ^ ((uint64_t)parent << 20)
                  ^ ((uint64_t)(uint32_t)lasti << 40);
     x *= UINT64_C(0x9E3779B97F4A7C15);
     cct_cache_entry *e = &cct.cache[x >> (64 - CACHE_BITS)];
+    _PyTraceMalloc_Node node;
     if (e->code == code && e->parent == parent && e->lasti == lasti
         && e->epoch == cct.code_epochs[code_epoch_slot(code)]) {
-        return e->node;
+        node = e->node;
     }
-    return frame_node_miss(e, parent, code, lasti, nomem);
+    else {
+        node = frame_node_miss(e, parent, code, lasti, nomem);
+        if (*nomem) {
+            return node;
+        }
+    }
+    frame->tracemalloc_last = key | node;
+    return node;
 }
 
 static inline _PyInterpreterFrame *
@@ -867,6 +897,7 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
     while (!nomem && npending > 0) {
         f = pending[--npending];
         f->tracemalloc_parent = generation | node;
+        f->tracemalloc_last = LAST_NONE;
         node = frame_node(node, f, &nomem);
     }
     if (pending != inline_pending) {
@@ -907,6 +938,28 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     _PyTraceMalloc_Node node = frame_node((uint32_t)frame->tracemalloc_parent,
                                           frame, &nomem);
     return nomem ? UINT32_MAX : node;
+}
+
+/* The hooks' inline front of _PyTraceMalloc_CurrentNode_unlocked(): the
+   current frame's memo, when it is valid and names this instruction (an
+   allocation at the same place as the frame's last one).  A valid memo
+   implies a started engine: every reset bumps the generation. */
+static inline _PyTraceMalloc_Node
+current_node(PyThreadState *tstate)
+{
+    if (tstate != NULL) {
+        _PyInterpreterFrame *frame = tstate->cframe->current_frame;
+        uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
+        if (frame != NULL
+            && (frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
+               == generation) {
+            uint64_t last = frame->tracemalloc_last;
+            if ((last & ~(uint64_t)UINT32_MAX) == last_key(frame)) {
+                return (uint32_t)last;
+            }
+        }
+    }
+    return _PyTraceMalloc_CurrentNode_unlocked(tstate);
 }
 
 void

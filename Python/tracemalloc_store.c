@@ -577,24 +577,12 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
     return 1;
 }
 
-/* Where the node of PTR's trace is stored, or NULL if PTR has no trace.
-   Store the node with _PyTraceMalloc_StoreWriteNode(). */
+/* Where the node of PTR's trace is stored in the table, or NULL if it has
+   no trace there.  Store the node with _PyTraceMalloc_StoreWriteNode(). */
 uint32_t *
-_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
-                                     size_t *size)
+_PyTraceMalloc_StoreTableNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
+                                          size_t *size)
 {
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
-        uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 0, NULL, &live);
-        if (slot != NULL) {
-            if (slot->node == 0) {
-                return NULL;
-            }
-            *size = slot->size;
-            return &slot->node;
-        }
-    }
     table_entry *e = table_find(domain, ptr);
     if (e == NULL) {
         return NULL;
@@ -603,17 +591,11 @@ _PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
     return &e->node;
 }
 
-/* Give the trace of PTR (at *REF, of SIZE) the node NODE: a free-list
-   object reused.  Nothing to do when it already names it (a loop reusing
-   the same object on the same line). */
 void
-_PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
-                                     _PyTraceMalloc_Node node)
+_PyTraceMalloc_StoreMove_unlocked(uint32_t *ref, size_t size,
+                                  _PyTraceMalloc_Node node)
 {
     _PyTraceMalloc_Node old = *ref == UINT32_MAX ? 0 : *ref;
-    if (old == node) {
-        return;
-    }
     cct_account_move(old, node, size);
     _PyTraceMalloc_StoreWriteNode(ref, node);
 }

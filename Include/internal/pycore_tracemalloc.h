@@ -291,13 +291,43 @@ extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
 extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
                                             _PyTraceMalloc_Node *node,
                                             size_t *size);
-/* Where the node of PTR's trace is kept (and its size), or NULL. */
-extern uint32_t *_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain,
-                                                      uintptr_t ptr,
-                                                      size_t *size);
-/* Re-trace a reused free-list object of the default domain at NODE. */
-extern void _PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
-                                                 _PyTraceMalloc_Node node);
+/* The table's part of _PyTraceMalloc_StoreNodeRef_unlocked(). */
+extern uint32_t *_PyTraceMalloc_StoreTableNodeRef_unlocked(
+    unsigned int domain, uintptr_t ptr, size_t *size);
+/* Where the node of PTR's trace is kept (and its size), or NULL.  Inline
+   for the re-trace of free-list objects: the pool slot is the usual case. */
+static inline uint32_t *
+_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
+                                     size_t *size)
+{
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        uint32_t *live;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+            (const void *)ptr, 0, NULL, &live);
+        if (slot != NULL) {
+            if (slot->node == 0) {
+                return NULL;
+            }
+            *size = slot->size;
+            return &slot->node;
+        }
+    }
+    return _PyTraceMalloc_StoreTableNodeRef_unlocked(domain, ptr, size);
+}
+/* Move the trace at *REF, of SIZE, from its node to NODE. */
+extern void _PyTraceMalloc_StoreMove_unlocked(uint32_t *ref, size_t size,
+                                              _PyTraceMalloc_Node node);
+/* Re-trace a reused free-list object of the default domain at NODE.
+   Nothing to do when it already names it (a loop reusing the same object
+   on the same line). */
+static inline void
+_PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
+                                     _PyTraceMalloc_Node node)
+{
+    if (*ref != (node ? node : UINT32_MAX)) {
+        _PyTraceMalloc_StoreMove_unlocked(ref, size, node);
+    }
+}
 /* Call VISIT on where every trace keeps its node (UINT32_MAX: no frame). */
 extern void _PyTraceMalloc_StoreForEachNode_unlocked(
     void (*visit)(uint32_t *node, void *arg), void *arg);
