@@ -438,9 +438,28 @@ def _expand(compressed, limit, what):
     return payload
 
 
+# Bounds on what a document holds per byte, checked before it is parsed.
+# JSON objects cost memory per byte of text: ints about 10 bytes, but an
+# empty container ("[]," or "{},") 20 and an empty string 19, which at
+# 256 times expansion would be 5,000 bytes per byte of file.  What dump()
+# writes has at least 5 bytes per container (a call context's list of
+# frames: "[3,12],") and 8 per string (filenames and names are longer,
+# with their quotes and comma), plus a few of each for the layout.
+_BYTES_PER_CONTAINER = 5
+_BYTES_PER_STRING = 8
+_LAYOUT_SLACK = 1024
+
+
 def _parse_json(text):
     import json
 
+    containers = text.count(b"[") + text.count(b"{")
+    if containers > len(text) // _BYTES_PER_CONTAINER + _LAYOUT_SLACK:
+        raise _SnapshotError("corrupt payload (more lists and objects than "
+                             "a snapshot has)")
+    if text.count(b'"') // 2 > len(text) // _BYTES_PER_STRING + _LAYOUT_SLACK:
+        raise _SnapshotError("corrupt payload (more strings than a snapshot "
+                             "has)")
     try:
         return json.loads(text.decode("utf-8"))
     except (ValueError, RecursionError) as exc:

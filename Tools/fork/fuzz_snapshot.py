@@ -72,10 +72,10 @@ def memory_limit(file_size):
     The loader refuses JSON that expands more than 256 times (dump()
     compresses it about 230 times at best; version 2's columns may expand
     1100 times, but take one byte of memory per byte), and a snapshot's
-    objects take about 16 bytes per byte of JSON.  The same bound as the
-    corpus replay (test_tracemalloc_fuzz_corpus), which lists the files
-    known to break it (JSON of empty containers: about 26 bytes of
-    objects per byte).
+    objects take about 16 bytes per byte of JSON (the loader refuses
+    documents with more containers or strings per byte than dump() writes:
+    empty ones cost more).  The same bound as the corpus replay
+    (test_tracemalloc_fuzz_corpus).
     """
     return 64 * 1024 * 1024 + 4096 * file_size
 
