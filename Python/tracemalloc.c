@@ -149,8 +149,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
             res = -1;
         }
         else {
-            res = _PyTraceMalloc_StoreAdd_unlocked(domain, (uintptr_t)ptr,
-                                                   size, node);
+            res = store_add(domain, (uintptr_t)ptr, size, node);
             if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
                 && side) {
                 /* Only with the GIL: objects are made with it. */
@@ -213,9 +212,8 @@ _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
         size_t size;
         fresh_forget(ptr);
         int side = engine_enter(gil_held, &tstate);
-        if (_PyTraceMalloc_StoreRemove_unlocked(
-                _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node,
-                &size)) {
+        if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                         &node, &size)) {
             remember_removed(ptr, node);
         }
         engine_leave(side);

@@ -444,37 +444,12 @@ slot_node(const _PyTraceMalloc_Slot *slot)
 
 /* Hot path: record (or re-record) the trace of PTR.  A pymalloc block costs
    a slot lookup and a few stores; anything else one table probe. */
-int
-_PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
-                                 size_t size, _PyTraceMalloc_Node node)
+/* The table's part of store_add(): blocks outside pymalloc's pools, and
+   the other domains. */
+Py_NO_INLINE static int
+store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
+                _PyTraceMalloc_Node node)
 {
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
-        int nomem = 0;
-        uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 1, &nomem, &live);
-        if (slot != NULL) {
-            if (slot->node == 0) {
-                (*live)++;
-                tm_store.ntraces++;
-            }
-            else {
-                cct_peak_before_decrease();
-                cct_account_remove(domain, slot_node(slot), slot->size);
-                tm_store.current -= slot->size;
-            }
-            /* The node 0 (no frame) must still mark a used slot: store
-               it as UINT32_MAX, which no real node reaches. */
-            slot->node = node ? node : UINT32_MAX;
-            slot->size = (uint32_t)size;
-            (void)cct_account_add(domain, node, size);  /* cannot fail */
-            totals_add(size);
-            return 0;
-        }
-        if (nomem) {
-            return -1;
-        }
-    }
     table_entry *e = table_find(domain, ptr);
     if (e != NULL) {
         _PyTraceMalloc_Node old = e->node == UINT32_MAX ? 0 : e->node;
@@ -517,11 +492,74 @@ _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
     return 0;
 }
 
-/* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
-   0 if PTR had none. */
+/* Record a trace of PTR (replacing any): 0, or -1 when out of memory.
+   Inline for the hooks: the pool slot is the usual case, and a call's
+   register saves were a fifth of its cost. */
+static inline int
+store_add(unsigned int domain, uintptr_t ptr, size_t size,
+          _PyTraceMalloc_Node node)
+{
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+        int nomem = 0;
+        uint32_t *live;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+            (const void *)ptr, 1, &nomem, &live);
+        if (slot != NULL) {
+            if (slot->node == 0) {
+                (*live)++;
+                tm_store.ntraces++;
+            }
+            else {
+                cct_peak_before_decrease();
+                cct_account_remove(domain, slot_node(slot), slot->size);
+                tm_store.current -= slot->size;
+            }
+            /* The node 0 (no frame) must still mark a used slot: store
+               it as UINT32_MAX, which no real node reaches. */
+            slot->node = node ? node : UINT32_MAX;
+            slot->size = (uint32_t)size;
+            (void)cct_account_add(domain, node, size);  /* cannot fail */
+            totals_add(size);
+            return 0;
+        }
+        if (nomem) {
+            return -1;
+        }
+    }
+    return store_add_table(domain, ptr, size, node);
+}
+
 int
-_PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
-                                    _PyTraceMalloc_Node *node, size_t *size)
+_PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
+                                 size_t size, _PyTraceMalloc_Node node)
+{
+    return store_add(domain, ptr, size, node);
+}
+
+/* The table's part of store_remove(). */
+Py_NO_INLINE static int
+store_remove_table(unsigned int domain, uintptr_t ptr,
+                   _PyTraceMalloc_Node *node, size_t *size)
+{
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    *node = e->node == UINT32_MAX ? 0 : e->node;
+    *size = e->size;
+    cct_peak_before_decrease();
+    cct_account_remove(domain, *node, *size);
+    tm_store.current -= e->size;
+    tm_store.ntraces--;
+    table_delete(e);
+    return 1;
+}
+
+/* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
+   0 if PTR had none.  Inline for the hooks, as store_add(). */
+static inline int
+store_remove(unsigned int domain, uintptr_t ptr, _PyTraceMalloc_Node *node,
+             size_t *size)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
@@ -540,18 +578,14 @@ _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
             return 1;
         }
     }
-    table_entry *e = table_find(domain, ptr);
-    if (e == NULL) {
-        return 0;
-    }
-    *node = e->node == UINT32_MAX ? 0 : e->node;
-    *size = e->size;
-    cct_peak_before_decrease();
-    cct_account_remove(domain, *node, *size);
-    tm_store.current -= e->size;
-    tm_store.ntraces--;
-    table_delete(e);
-    return 1;
+    return store_remove_table(domain, ptr, node, size);
+}
+
+int
+_PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
+                                    _PyTraceMalloc_Node *node, size_t *size)
+{
+    return store_remove(domain, ptr, node, size);
 }
 
 int

@@ -17,7 +17,7 @@ expects exactly:
 
 * frame-field: each generator, coroutine, asynchronous generator and frame
   object is FRAME_FIELD_SIZE bytes bigger (patch 0002 appends the
-  call-context cache to _PyInterpreterFrame).  The runner counts these
+  call-context cache and the last-site memo to _PyInterpreterFrame).  The runner counts these
   objects per traceback on both interpreters; the sizes of a traceback's
   traces must be upstream's with exactly that many of them grown by
   FRAME_FIELD_SIZE.  The scenarios that create such objects must show it.
@@ -67,7 +67,7 @@ CONFIGURATIONS = (
 
 # Bytes that patch 0002 adds to _PyInterpreterFrame, and so to every object
 # that embeds one.
-FRAME_FIELD_SIZE = 8
+FRAME_FIELD_SIZE = 16
 
 # Scenarios whose live objects include generators, coroutines or frame
 # objects allocated in scenarios.py: the frame-field difference must show.
@@ -314,20 +314,20 @@ class CompareTest(unittest.TestCase):
         objects = [(frames, 2)]
         pristine = self.document([(frames, 5, [(56, 3), (192, 2)])],
                                  objects)
-        fork = self.document([(frames, 5, [(56, 3), (200, 2)])], objects)
+        fork = self.document([(frames, 5, [(56, 3), (192 + FRAME_FIELD_SIZE, 2)])], objects)
         self.assertEqual(compare(fork, pristine), ([], 2))
         # Grown, but no frame-carrying object there.
         problems, _ = compare(
-            self.document([(frames, 5, [(56, 3), (200, 2)])]),
+            self.document([(frames, 5, [(56, 3), (192 + FRAME_FIELD_SIZE, 2)])]),
             self.document([(frames, 5, [(56, 3), (192, 2)])]))
         self.assertEqual(len(problems), 1)
-        self.assertIn("expected 0 of them 8 bytes bigger", problems[0])
+        self.assertIn(f"expected 0 of them {FRAME_FIELD_SIZE} bytes bigger", problems[0])
         # A frame-carrying object there, but not grown.
         problems, _ = compare(pristine, pristine)
         self.assertEqual(len(problems), 1)
-        self.assertIn("expected 2 of them 8 bytes bigger", problems[0])
+        self.assertIn(f"expected 2 of them {FRAME_FIELD_SIZE} bytes bigger", problems[0])
         # Grown by another amount.
-        fork = self.document([(frames, 5, [(56, 3), (208, 2)])], objects)
+        fork = self.document([(frames, 5, [(56, 3), (192 + FRAME_FIELD_SIZE + 8, 2)])], objects)
         problems, _ = compare(fork, pristine)
         self.assertEqual(len(problems), 1)
 
