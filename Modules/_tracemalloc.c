@@ -333,13 +333,52 @@ columns_init(columns *c, const _PyTraceMalloc_CCTView *view, int threads,
 }
 
 /* Release everything; return the result tuple if OK, else NULL. */
+/* What _get_columns() returns: a named tuple of its own type, which
+   tracemalloc.Snapshot() tells from a list of traces.  Made by the engine
+   (untraced) and not taken from the tuple free lists, so that
+   take_snapshot() reuses no more of the program's free-list objects than
+   upstream's does. */
+static PyStructSequence_Field columns_fields[] = {
+    {"frames", "list: the frames tuple of each call context"},
+    {"total_nframe", "list: the total frame count of each call context"},
+    {"threads", "list: the native thread id of each call context, or None"},
+    {"domains", "bytes: each trace's domain, uint32"},
+    {"sizes", "bytes: each trace's size, uint64"},
+    {"indexes", "bytes: each trace's call context index, uint32"},
+    {NULL, NULL}
+};
+
+static PyStructSequence_Desc columns_desc = {
+    "_tracemalloc.SnapshotColumns",
+    "A snapshot's traces as columns (see _get_columns()).",
+    columns_fields,
+    6,
+};
+
+static PyTypeObject ColumnsType;
+
+static PyObject *
+columns_record(PyObject *frames, PyObject *totals, PyObject *threads,
+               PyObject *domains, PyObject *sizes, PyObject *indexes)
+{
+    PyObject *record = PyStructSequence_New(&ColumnsType);
+    if (record == NULL) {
+        return NULL;
+    }
+    PyObject *items[6] = {frames, totals, threads, domains, sizes, indexes};
+    for (Py_ssize_t i = 0; i < 6; i++) {
+        PyStructSequence_SetItem(record, i, Py_NewRef(items[i]));
+    }
+    return record;
+}
+
 static PyObject *
 columns_fini(columns *c, int ok)
 {
     PyObject *result = NULL;
     if (ok) {
-        result = PyTuple_Pack(6, c->frames, c->totals, c->threads,
-                              c->domains, c->sizes, c->indexes);
+        result = columns_record(c->frames, c->totals, c->threads,
+                                c->domains, c->sizes, c->indexes);
     }
     Py_XDECREF(c->frames);
     Py_XDECREF(c->totals);
@@ -587,7 +626,8 @@ _tracemalloc._get_columns
 
 The traces of _get_traces_ex() as columns.
 
-Return (frames, total_nframe, threads, domains, sizes, indexes): one item
+Return a SnapshotColumns named tuple (frames, total_nframe, threads,
+domains, sizes, indexes): one item
 of the three lists per distinct call context (its frames tuple, its total
 frame count, and with threads=True the native id of its thread; else
 threads is None), and three bytes objects holding one item per trace in
@@ -598,18 +638,22 @@ Private: use take_snapshot().
 
 static PyObject *
 _tracemalloc__get_columns_impl(PyObject *module, int peak, int threads)
-/*[clinic end generated code: output=0b1ab470740a1154 input=323aaa7d0dd76082]*/
+/*[clinic end generated code: output=0b1ab470740a1154 input=cae1c154a9841192]*/
 {
     if (!_Py_tracemalloc_config.tracing) {
         PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
-        if (empty == NULL) {
-            return NULL;
+        PyObject *frames = PyList_New(0), *totals = PyList_New(0);
+        PyObject *thread_ids = threads ? PyList_New(0) : Py_NewRef(Py_None);
+        PyObject *result = NULL;
+        if (empty != NULL && frames != NULL && totals != NULL
+            && thread_ids != NULL) {
+            result = columns_record(frames, totals, thread_ids, empty,
+                                    empty, empty);
         }
-        PyObject *result = Py_BuildValue(
-            "(NNNOOO)", PyList_New(0), PyList_New(0),
-            threads ? PyList_New(0) : Py_NewRef(Py_None),
-            empty, empty, empty);
-        Py_DECREF(empty);
+        Py_XDECREF(empty);
+        Py_XDECREF(frames);
+        Py_XDECREF(totals);
+        Py_XDECREF(thread_ids);
         return result;
     }
     return export(peak, threads, 1);
@@ -968,5 +1012,18 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__tracemalloc(void)
 {
-    return PyModule_Create(&module_def);
+    if (ColumnsType.tp_name == NULL
+        && PyStructSequence_InitType2(&ColumnsType, &columns_desc) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "SnapshotColumns",
+                              (PyObject *)&ColumnsType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -456,16 +456,32 @@ class _Traces(Sequence):
 
     def __init__(self, traces):
         # *traces* is the raw list returned by _get_traces() (or any
-        # sequence of raw trace tuples).
-        self._list = traces
-        self._columns = None
+        # sequence of raw trace tuples), or what _get_columns() returns.
+        if type(traces) is _tracemalloc.SnapshotColumns:
+            self._list = None
+            self._record = traces
+        else:
+            self._list = traces
+            self._record = None
+        self._cols = None
 
     @classmethod
     def _from_columns(cls, columns):
         self = cls.__new__(cls)
         self._list = None
-        self._columns = columns
+        self._record = None
+        self._cols = columns
         return self
+
+    @property
+    def _columns(self):
+        # _Columns, or None once the list was built.  take_snapshot() only
+        # keeps the engine's record: building Python objects then would
+        # take them from the program's free lists (see take_snapshot()).
+        if self._record is not None:
+            self._cols = _Columns._from_export(*self._record)
+            self._record = None
+        return self._cols
 
     @property
     def _traces(self):
@@ -473,17 +489,20 @@ class _Traces(Sequence):
         # only copy (it may be changed in place, so the columns go).
         if self._list is None:
             self._list = self._columns.traces()
-            self._columns = None
+            self._cols = None
         return self._list
 
     @_traces.setter
     def _traces(self, traces):
         self._list = traces
-        self._columns = None
+        self._record = None
+        self._cols = None
 
     def __len__(self):
-        if self._columns is not None:
-            return len(self._columns)
+        if self._record is not None:
+            return len(self._record.indexes) // 4
+        if self._cols is not None:
+            return len(self._cols)
         return len(self._list)
 
     def __getitem__(self, index):
@@ -922,11 +941,19 @@ def take_snapshot(*, peak=False, threads=False):
     if not (peak or threads) and _get_traces is not _tracemalloc._get_traces:
         # _get_traces was replaced (upstream's tests patch it to feed
         # take_snapshot() made-up traces): take what it returns.
-        snapshot = Snapshot(_get_traces(), traceback_limit)
+        traces = _get_traces()
     else:
-        columns = _Columns._from_export(
-            *_get_columns(peak=bool(peak), threads=bool(threads)))
-        snapshot = Snapshot._from_columns(columns, traceback_limit)
+        # Columns, made by the engine without taking anything from the
+        # free lists; the Python objects that work on them are made when
+        # they are first used.  So, like upstream's, this snapshot reuses
+        # only the argument tuples of Snapshot() and _Traces().  Keywords
+        # only when needed: the first call with keywords makes a tuple of
+        # their names, which would come from the program's free list.
+        if peak or threads:
+            traces = _get_columns(peak=bool(peak), threads=bool(threads))
+        else:
+            traces = _get_columns()
+    snapshot = Snapshot(traces, traceback_limit)
     if threads:
         snapshot.thread_names = _live_thread_names()
     return snapshot

@@ -122,7 +122,8 @@ PyDoc_STRVAR(_tracemalloc__get_columns__doc__,
 "\n"
 "The traces of _get_traces_ex() as columns.\n"
 "\n"
-"Return (frames, total_nframe, threads, domains, sizes, indexes): one item\n"
+"Return a SnapshotColumns named tuple (frames, total_nframe, threads,\n"
+"domains, sizes, indexes): one item\n"
 "of the three lists per distinct call context (its frames tuple, its total\n"
 "frame count, and with threads=True the native id of its thread; else\n"
 "threads is None), and three bytes objects holding one item per trace in\n"
@@ -467,4 +468,4 @@ _tracemalloc_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return _tracemalloc_reset_peak_impl(module);
 }
-/*[clinic end generated code: output=80d4321e8b8e144c input=a9049054013a1b77]*/
+/*[clinic end generated code: output=3b7b2a536acc1fef input=a9049054013a1b77]*/
