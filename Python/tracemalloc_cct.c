@@ -109,6 +109,24 @@ typedef struct {
 } cct_cache_entry;
 
 #define CACHE_BITS 13
+
+/* Second level, behind the cache: the line and the interned filename of
+   (code, offset), whatever the caller.  A miss of the first level is
+   mostly a known site under a new parent (recursion: every level has
+   another), and decoding the line table from its start and hashing the
+   filename cost hundreds of instructions; this makes it a probe here and
+   one in the node index. */
+typedef struct {
+    const PyCodeObject *code;
+    int lasti;
+    uint32_t epoch;             /* code_epochs[] of its code when filled */
+    int lineno;
+    const cct_string *filename; /* valid until a compaction */
+} cct_line_entry;
+
+#define LINE_BITS 11
+#define CACHES_SIZE ((sizeof(cct_cache_entry) << CACHE_BITS) \
+                     + (sizeof(cct_line_entry) << LINE_BITS))
 /* A code object's death invalidates only the cache entries of the codes
    that share its slot here (1 in 1024), not the whole cache: code made and
    dropped in a loop (exec, namedtuple, dataclasses) leaves the cache of
@@ -130,6 +148,7 @@ static struct {
     size_t string_index_mask;
     size_t nstrings;
     cct_cache_entry *cache;
+    cct_line_entry *lines;      /* in the same allocation as cache */
     uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
     size_t memory;
     int pins;                   /* exporters reading nodes without the lock */
@@ -770,13 +789,31 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
                 PyCodeObject *code, int lasti, int *nomem)
 {
     cct.cache_misses++;
-    int lineno = PyCode_Addr2Line(code, lasti * (int)sizeof(_Py_CODEUNIT));
-    if (lineno < 0) {
-        lineno = 0;
+    uint32_t epoch = cct.code_epochs[code_epoch_slot(code)];
+    uint64_t x = ((uint64_t)(uintptr_t)code >> 4)
+                 ^ ((uint64_t)(uint32_t)lasti << 32);
+    x *= UINT64_C(0x9E3779B97F4A7C15);
+    cct_line_entry *le = &cct.lines[x >> (64 - LINE_BITS)];
+    int lineno;
+    const cct_string *filename;
+    if (le->code == code && le->lasti == lasti && le->epoch == epoch) {
+        lineno = le->lineno;
+        filename = le->filename;
     }
-    const cct_string *filename = string_intern(code->co_filename, nomem);
-    if (*nomem) {
-        return 0;
+    else {
+        lineno = PyCode_Addr2Line(code, lasti * (int)sizeof(_Py_CODEUNIT));
+        if (lineno < 0) {
+            lineno = 0;
+        }
+        filename = string_intern(code->co_filename, nomem);
+        if (*nomem) {
+            return 0;
+        }
+        le->code = code;
+        le->lasti = lasti;
+        le->epoch = epoch;
+        le->lineno = lineno;
+        le->filename = filename;
     }
     _PyTraceMalloc_Node node = node_intern(parent, filename, lineno, nomem);
     if (*nomem) {
@@ -786,7 +823,7 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     e->parent = parent;
     e->lasti = lasti;
     e->node = node;
-    e->epoch = cct.code_epochs[code_epoch_slot(code)];
+    e->epoch = epoch;
     return node;
 }
 
@@ -998,7 +1035,7 @@ cct_recount_memory(void)
         memory += (cct.string_index_mask + 1) * sizeof(cct_string *);
     }
     if (cct.cache != NULL) {
-        memory += sizeof(cct_cache_entry) << CACHE_BITS;
+        memory += CACHES_SIZE;
     }
     memory += cct.dirty_cap * (sizeof(*cct.dirty) + sizeof(*cct.peaks));
     if (cct.domains != NULL) {
@@ -1232,7 +1269,8 @@ cct_compact(void)
     }
     /* Ids changed: the (parent, code, offset) cache and every frame's
        cached parent are stale. */
-    memset(cct.cache, 0, sizeof(cct_cache_entry) << CACHE_BITS);
+    memset(cct.cache, 0, CACHES_SIZE);     /* and the line cache: filename
+                                              copies were freed */
     _PyTraceMalloc_cct_generation++;
     if (_PyTraceMalloc_cct_generation == 0) {
         _PyTraceMalloc_cct_generation = 1;
@@ -1311,7 +1349,7 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     if (cct.cache != NULL) {
         /* Kept, emptied: clear_traces() cannot fail for want of memory,
            and tracing goes on with a working cache. */
-        memset(cct.cache, 0, sizeof(cct_cache_entry) << CACHE_BITS);
+        memset(cct.cache, 0, CACHES_SIZE);
     }
     cct_recount_memory();
     _PyTraceMalloc_cct_generation++;
@@ -1325,12 +1363,12 @@ int
 _PyTraceMalloc_CCTStart_unlocked(void)
 {
     if (cct.cache == NULL) {
-        size_t size = sizeof(cct_cache_entry) << CACHE_BITS;
-        cct.cache = _PyTraceMalloc_RawAlloc(size, 1);
+        cct.cache = _PyTraceMalloc_RawAlloc(CACHES_SIZE, 1);
         if (cct.cache == NULL) {
             return -1;
         }
-        cct.memory += size;
+        cct.lines = (cct_line_entry *)(cct.cache + ((size_t)1 << CACHE_BITS));
+        cct.memory += CACHES_SIZE;
     }
     /* Node 0's peak totals, and room for the first chunk of nodes. */
     if (dirty_reserve((size_t)1 << CHUNK0_BITS) < 0) {
@@ -1348,6 +1386,7 @@ _PyTraceMalloc_CCTRelease_unlocked(void)
     _PyTraceMalloc_CCTReset_unlocked();
     free(cct.cache);
     cct.cache = NULL;
+    cct.lines = NULL;
     free(cct.peaks);
     free(cct.dirty);
     cct.peaks = NULL;
