@@ -283,20 +283,11 @@ object_block(PyObject *op)
     return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
 }
 
-/* Hottest path of all on numeric code: every object taken from a free
-   list (floats, tuples, frames...) gets the current traceback. */
-int
-_PyTraceMalloc_NewReference(PyObject *op)
+/* The re-trace proper of _PyTraceMalloc_NewReference(), out of line so
+   that its register saves are not paid by the new objects it skips. */
+Py_NO_INLINE static int
+retrace_object(uintptr_t ptr)
 {
-    if (!_PyTraceMalloc_TRACING()) {
-        return -1;
-    }
-    uintptr_t ptr = object_block(op);
-    if (ptr == fresh_block) {
-        /* Traced a moment ago, here (see fresh_block). */
-        fresh_block = 0;
-        return 0;
-    }
     int found = 0;
     _PyTraceMalloc_Lock();
     if (tm_untraced_depth > 0) {
@@ -325,6 +316,23 @@ _PyTraceMalloc_NewReference(PyObject *op)
     }
     _PyTraceMalloc_Unlock();
     return found ? 0 : -1;
+}
+
+/* Hottest path of all on numeric code: every object taken from a free
+   list (floats, tuples, frames...) gets the current traceback. */
+int
+_PyTraceMalloc_NewReference(PyObject *op)
+{
+    if (!_PyTraceMalloc_TRACING()) {
+        return -1;
+    }
+    uintptr_t ptr = object_block(op);
+    if (ptr == fresh_block) {
+        /* Traced a moment ago, here (see fresh_block). */
+        fresh_block = 0;
+        return 0;
+    }
+    return retrace_object(ptr);
 }
 
 /* ---- start / stop ------------------------------------------------------- */
