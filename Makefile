@@ -105,7 +105,8 @@ sanitizer-test: prepare
 	    UserAllocatorStoreTest ThreadStressTest BookkeepingOOMTest ForkTest \
 	    TrackTest,test.test_tracemalloc_engine.$(c)) test.test_tracemalloc_stress \
 	    test.test_tracemalloc_hardening test.test_tracemalloc_peak \
-	    test.test_tracemalloc_threads
+	    test.test_tracemalloc_threads test.test_tracemalloc_module \
+	    test.test_tracemalloc_fuzz_corpus
 	# A slice of the regression suite, traced: what the engine meets most.
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1 PYTHONTRACEMALLOC=25 ./python -m test \
