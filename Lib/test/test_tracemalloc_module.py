@@ -914,6 +914,19 @@ class TestStatisticsColumns(TestStatistics):
         self.assertEqual(snapshot.traces._traces, raw)
         self.assertIsNone(snapshot.traces._columns)
 
+    def test_pickle(self):
+        # Snapshots pickled as upstream's (its dump() used pickle): the
+        # columns come back as the list of raw tuples.
+        raw = make_raw_traces(500, seed=24)
+        snapshot = self.snapshot(raw, 6)
+        snapshot.statistics('lineno')
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            copy = pickle.loads(pickle.dumps(snapshot, protocol))
+            self.assertEqual(copy.traceback_limit, 6)
+            self.assertEqual(copy.traces._traces, raw)
+            self.assertEqual(copy.statistics('traceback'),
+                             snapshot.statistics('traceback'))
+
     def test_threads(self):
         raw = [(0, 10, (("a.py", 1),), 1, 7), (0, 5, (("a.py", 1),), 1, 8),
                (1, 1, (("b.py", 2),), 1, 7)]

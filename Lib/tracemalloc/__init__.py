@@ -523,6 +523,11 @@ class _Traces(Sequence):
     def __contains__(self, trace):
         return trace._trace in self._traces
 
+    def __reduce__(self):
+        # Pickled as upstream's: the list of raw tuples (columns hold
+        # memoryviews, which do not pickle).
+        return (_Traces, (self._traces,))
+
     def __eq__(self, other):
         if not isinstance(other, _Traces):
             return NotImplemented
