@@ -251,6 +251,32 @@ class TestDumpLoadRoundTrip(SnapshotFileTestCase):
             (0).to_bytes(4, "little"), (1).to_bytes(4, "little"),
             (0).to_bytes(4, "little")]))
 
+    def test_narrow_columns(self):
+        # Every domain 0: the domain column is left out.
+        raw = [(0, 100, (("a.py", 1),), 1), (0, 2**40, (("b.py", 2),), 1)]
+        data = self.dump_bytes(tracemalloc.Snapshot(raw, 1))
+        document, columns = split_v2(data)
+        self.assertEqual(document["domains"], "zero")
+        self.assertNotIn("size_bytes", document)
+        self.assertEqual(len(columns), 12 * 2)
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertEqual(loaded.traces._traces, raw)
+        # Sizes of 4 bytes each ("size_bytes": 4) load as well.
+        raw = [(0, 7, (("a.py", 1),), 1), (0, 2**32 - 1, (("a.py", 1),), 1)]
+        document, columns = split_v2(self.dump_bytes(
+            tracemalloc.Snapshot(raw, 1)))
+        # The low halves of the two sizes (little-endian), then the indexes.
+        narrow = columns[0:4] + columns[8:12] + columns[16:]
+        self.write(make_v2(dict(document, size_bytes=4), narrow))
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertEqual(loaded.traces._traces, raw)
+        for bad in (dict(document, size_bytes=2), dict(document,
+                                                       size_bytes="4"),
+                    dict(document, domains="none"),
+                    dict(document, size_bytes=4)):     # wrong length
+            with self.subTest(bad=bad):
+                self.assertRejected(make_v2(bad, columns), "corrupt payload")
+
     def test_version_1_for_values_out_of_column_range(self):
         # A domain or size that does not fit the columns (made-up traces
         # only) is written in version 1, which keeps any int.

@@ -21,7 +21,11 @@ Version 2, written by dump():
                                                 snapshots taken with
                                                 threads=True
           "count": int,                        the number of traces
-          "attributes": {name: value, ...}     extra snapshot attributes
+          "attributes": {name: value, ...},    extra snapshot attributes
+          "domains": "zero",                   optional: every domain is
+                                                0, the column is left out
+          "size_bytes": 4                      optional: sizes take 4
+                                                bytes each (default 8)
         }
         count x uint32: each trace's domain     \
         count x uint64: each trace's size        > little-endian columns
@@ -287,6 +291,7 @@ def _encode_v2(snapshot, columns):
     except _SnapshotError as exc:
         raise TypeError(f"cannot dump snapshot: trace {exc}") from None
 
+    count = len(columns)
     document = {
         "traceback_limit": snapshot.traceback_limit,
         "filenames": list(filename_index),
@@ -294,16 +299,22 @@ def _encode_v2(snapshot, columns):
         "tracebacks": tracebacks,
         "total_nframe": total_nframe,
         "threads": threads,
-        "count": len(columns),
+        "count": count,
         "attributes": _encode_attributes(snapshot),
     }
+    # Usually every domain is 0: the column is left out (dump() is mostly
+    # zlib's time).  (load() also reads sizes of 4 bytes each, "size_bytes":
+    # 4; narrowing them here cost more than compressing them saved.)
+    domains = _little_endian(columns.domains, 'I')
+    if bytes(domains).count(0) == 4 * count:
+        document["domains"] = "zero"
+        domains = b""
+    sizes = _little_endian(columns.sizes, 'Q')
     # ensure_ascii keeps undecodable filenames (lone surrogates) intact.
     text = json.dumps(document, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=True).encode("ascii")
     compressor = zlib.compressobj(1)
-    parts = [len(text).to_bytes(8, "little"), text,
-             _little_endian(columns.domains, 'I'),
-             _little_endian(columns.sizes, 'Q'),
+    parts = [len(text).to_bytes(8, "little"), text, domains, sizes,
              _little_endian(columns.indexes, 'I')]
     expanded = sum(map(len, (memoryview(part).cast('B') for part in parts)))
     compressed = [compressor.compress(part) for part in parts]
@@ -543,8 +554,20 @@ def _decode_document_v2(document, columns_data):
     traceback_limit, attributes), traces a _Traces over _Columns."""
     expected_keys = {"traceback_limit", "filenames", "frames", "tracebacks",
                      "total_nframe", "threads", "count", "attributes"}
-    if type(document) is not dict or set(document) != expected_keys:
+    optional_keys = {"domains", "size_bytes"}
+    if (type(document) is not dict or not expected_keys <= set(document)
+            or set(document) - expected_keys - optional_keys):
         raise _SnapshotError("unexpected document layout")
+    # The columns' widths: a domain column of zeros may be left out, and
+    # sizes may take 4 bytes each.
+    domain_bytes = 4
+    if "domains" in document:
+        if document["domains"] != "zero":
+            raise _SnapshotError("domains is not \"zero\"")
+        domain_bytes = 0
+    size_bytes = document.get("size_bytes", 8)
+    if type(size_bytes) is not int or size_bytes not in (4, 8):
+        raise _SnapshotError("size_bytes is not 4 or 8")
     traceback_limit = document["traceback_limit"]
     if type(traceback_limit) is not int:
         raise _SnapshotError("traceback_limit is not an integer")
@@ -583,12 +606,21 @@ def _decode_document_v2(document, columns_data):
         raise _SnapshotError("count is not a non-negative integer")
     # The declared count must match the data exactly, checked before the
     # columns are allocated.
-    if 16 * count != len(columns_data):
+    width = domain_bytes + size_bytes + 4
+    if width * count != len(columns_data):
         raise _SnapshotError(f"{count} traces declared, but the columns "
                              f"hold {len(columns_data)} bytes")
-    domains = _read_column('I', columns_data[:4 * count])
-    sizes = _read_column('Q', columns_data[4 * count:12 * count])
-    indexes = _read_column('I', columns_data[12 * count:])
+    if domain_bytes:
+        domains = _read_column('I', columns_data[:4 * count])
+    else:
+        domains = array('I', bytes(4 * count))
+    start = domain_bytes * count
+    end = start + size_bytes * count
+    if size_bytes == 8:
+        sizes = _read_column('Q', columns_data[start:end])
+    else:
+        sizes = array('Q', _read_column('I', columns_data[start:end]))
+    indexes = _read_column('I', columns_data[end:])
     columns = _Columns(frames_list, total_nframe, threads, domains, sizes,
                        indexes)
     try:
