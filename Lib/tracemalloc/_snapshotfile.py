@@ -62,6 +62,7 @@ declared trace count against the payload's size.
 import os
 import sys
 from array import array
+from itertools import accumulate, chain
 from operator import itemgetter
 
 from tracemalloc import _Columns, _Traces
@@ -251,37 +252,33 @@ def _encode_v2(snapshot, columns):
     import json
     import zlib
 
+    # Every frame of every call context in one flat list, each distinct
+    # (filename, lineno) numbered once: whole-list operations at C speed.
+    # A program has few distinct frames, but call contexts share none of
+    # their frame objects (the engine makes one per node), so a loop over
+    # the frames in Python was most of dump()'s time.
+    all_frames = list(chain.from_iterable(columns.frames))
+    try:
+        distinct = dict.fromkeys(all_frames)    # in order of appearance
+    except TypeError:
+        raise TypeError("cannot dump snapshot: frames must be (str, int) "
+                        "tuples") from None
     filename_index = {}
-    frame_index = {}        # id(frame) -> index: frames are shared objects
     frame_values = {}       # (filename, lineno) -> index
     flat_frames = []
-    tracebacks = []
-    known = frame_index.get
-    for frames in columns.frames:
-        # Most frames were seen in an earlier traceback (they are shared
-        # by the call contexts below them): look them up at C speed.
-        ids = list(map(id, frames))
-        indexes = list(map(known, ids))
-        if None in indexes:
-            for position, index in enumerate(indexes):
-                if index is not None:
-                    continue
-                frame = frames[position]
-                index = known(ids[position])
-                if index is None:
-                    filename, lineno = frame
-                    if type(filename) is not str or type(lineno) is not int:
-                        raise TypeError("cannot dump snapshot: frames must "
-                                        "be (str, int) tuples")
-                    index = frame_values.get(frame)
-                    if index is None:
-                        index = frame_values[frame] = len(frame_values)
-                        flat_frames.append(filename_index.setdefault(
-                            filename, len(filename_index)))
-                        flat_frames.append(lineno)
-                    frame_index[ids[position]] = index
-                indexes[position] = index
-        tracebacks.append(indexes)
+    for frame in distinct:
+        if (type(frame) is not tuple or len(frame) != 2
+                or type(frame[0]) is not str or type(frame[1]) is not int):
+            raise TypeError("cannot dump snapshot: frames must be (str, int) "
+                            "tuples")
+        frame_values[frame] = len(frame_values)
+        flat_frames.append(filename_index.setdefault(frame[0],
+                                                     len(filename_index)))
+        flat_frames.append(frame[1])
+    flat = list(map(frame_values.__getitem__, all_frames))
+    ends = list(accumulate(map(len, columns.frames)))
+    tracebacks = list(map(flat.__getitem__,
+                          map(slice, chain((0,), ends), ends)))
     total_nframe = list(columns.total_nframe)
     threads = None if columns.threads is None else list(columns.threads)
     try:
