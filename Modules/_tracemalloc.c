@@ -296,7 +296,7 @@ typedef struct {
     uint32_t *index_by_node;    /* 1 + index into the lists; 0: none yet */
     PyObject *frames;           /* list of frames tuples */
     PyObject *totals;           /* list of total_nframe ints */
-    PyObject *threads;          /* list of native thread ids, or NULL */
+    PyObject *threads;          /* list of native thread ids, or None */
     PyObject *domains, *sizes, *indexes;    /* bytes */
 } columns;
 
@@ -332,7 +332,6 @@ columns_init(columns *c, const _PyTraceMalloc_CCTView *view, int threads,
     return 0;
 }
 
-/* Release everything; return the result tuple if OK, else NULL. */
 /* What _get_columns() returns: a named tuple of its own type, which
    tracemalloc.Snapshot() tells from a list of traces.  Made by the engine
    (untraced) and not taken from the tuple free lists, so that
@@ -372,6 +371,8 @@ columns_record(PyObject *frames, PyObject *totals, PyObject *threads,
     return record;
 }
 
+/* Release everything; return the SnapshotColumns record if OK, else
+   NULL. */
 static PyObject *
 columns_fini(columns *c, int ok)
 {
@@ -627,18 +628,18 @@ _tracemalloc._get_columns
 The traces of _get_traces_ex() as columns.
 
 Return a SnapshotColumns named tuple (frames, total_nframe, threads,
-domains, sizes, indexes): one item
-of the three lists per distinct call context (its frames tuple, its total
-frame count, and with threads=True the native id of its thread; else
-threads is None), and three bytes objects holding one item per trace in
-native byte order: the domain (uint32), the size (uint64) and the index
-of the trace's call context in the lists (uint32).
+domains, sizes, indexes): one item of the three lists per distinct call
+context (its frames tuple, its total frame count, and with threads=True
+the native id of its thread; else threads is None), and three bytes
+objects holding one item per trace in native byte order: the domain
+(uint32), the size (uint64) and the index of the trace's call context in
+the lists (uint32).
 Private: use take_snapshot().
 [clinic start generated code]*/
 
 static PyObject *
 _tracemalloc__get_columns_impl(PyObject *module, int peak, int threads)
-/*[clinic end generated code: output=0b1ab470740a1154 input=cae1c154a9841192]*/
+/*[clinic end generated code: output=0b1ab470740a1154 input=b1aa0e42fff17e85]*/
 {
     if (!_Py_tracemalloc_config.tracing) {
         PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
@@ -815,12 +816,10 @@ _tracemalloc__traces_from_columns_impl(PyObject *module, PyObject *frames,
         memcpy(&domain, dp + 4 * i, 4);
         memcpy(&size, sp + 8 * i, 8);
         memcpy(&index, ip + 4 * i, 4);
+        /* The lists keep the lengths checked above: no Python code runs
+           in this loop (the collector is paused, the GIL held). */
         PyObject *item = NULL;
-        /* The lists may have changed size since the check (they are the
-           caller's): check again each time. */
-        if (index >= (uint64_t)PyList_GET_SIZE(frames)
-            || index >= (uint64_t)PyList_GET_SIZE(total_nframe)
-            || (width == 5 && index >= (uint64_t)PyList_GET_SIZE(threads))) {
+        if (index >= (uint64_t)ntracebacks) {
             PyErr_SetString(PyExc_ValueError, "index out of range");
         }
         else {

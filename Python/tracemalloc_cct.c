@@ -783,6 +783,16 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
 
 /* ---- frames ------------------------------------------------------------- */
 
+/* The key of the frame caches: CODE at offset LASTI under PARENT, mixed
+   into 64 bits; callers keep its top bits. */
+static inline uint64_t
+site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent, int lasti)
+{
+    uint64_t x = ((uint64_t)(uintptr_t)code >> 4) ^ ((uint64_t)parent << 20)
+                 ^ ((uint64_t)(uint32_t)lasti << 40);
+    return x * UINT64_C(0x9E3779B97F4A7C15);
+}
+
 /* Slow path of frame_node(): decode the line and intern the node. */
 Py_NO_INLINE static _PyTraceMalloc_Node
 frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
@@ -790,10 +800,9 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
 {
     cct.cache_misses++;
     uint32_t epoch = cct.code_epochs[code_epoch_slot(code)];
-    uint64_t x = ((uint64_t)(uintptr_t)code >> 4)
-                 ^ ((uint64_t)(uint32_t)lasti << 32);
-    x *= UINT64_C(0x9E3779B97F4A7C15);
-    cct_line_entry *le = &cct.lines[x >> (64 - LINE_BITS)];
+    /* Keyed without the parent: every caller's entry for the site. */
+    cct_line_entry *le = &cct.lines[site_hash(code, 0, lasti)
+                                    >> (64 - LINE_BITS)];
     int lineno;
     const cct_string *filename;
     if (le->code == code && le->lasti == lasti && le->epoch == epoch) {
@@ -842,6 +851,19 @@ last_key(const _PyInterpreterFrame *frame)
     return (uint64_t)(uint32_t)(uintptr_t)frame->prev_instr << 32;
 }
 
+/* 1 and the node in *NODE if FRAME's memo names its current instruction
+   (the caller knows its parent is valid). */
+static inline int
+frame_memo(const _PyInterpreterFrame *frame, _PyTraceMalloc_Node *node)
+{
+    uint64_t last = frame->tracemalloc_last;
+    if ((last & ~(uint64_t)UINT32_MAX) == last_key(frame)) {
+        *node = (uint32_t)last;
+        return 1;
+    }
+    return 0;
+}
+
 /* Hot path: the node of FRAME at its current instruction, its caller's
    node being PARENT (the frame's valid tracemalloc_parent).  Cost: one
    compare when the frame allocates at the same instruction as last time
@@ -851,18 +873,14 @@ static inline _PyTraceMalloc_Node
 frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
            int *nomem)
 {
-    uint64_t key = last_key(frame);
-    uint64_t last = frame->tracemalloc_last;
-    if ((last & ~(uint64_t)UINT32_MAX) == key) {
-        return (uint32_t)last;
+    _PyTraceMalloc_Node node;
+    if (frame_memo(frame, &node)) {
+        return node;
     }
     PyCodeObject *code = frame->f_code;
     int lasti = _PyInterpreterFrame_LASTI(frame);
-    uint64_t x = ((uint64_t)(uintptr_t)code >> 4) ^ ((uint64_t)parent << 20)
-                 ^ ((uint64_t)(uint32_t)lasti << 40);
-    x *= UINT64_C(0x9E3779B97F4A7C15);
-    cct_cache_entry *e = &cct.cache[x >> (64 - CACHE_BITS)];
-    _PyTraceMalloc_Node node;
+    cct_cache_entry *e = &cct.cache[site_hash(code, parent, lasti)
+                                    >> (64 - CACHE_BITS)];
     if (e->code == code && e->parent == parent && e->lasti == lasti
         && e->epoch == cct.code_epochs[code_epoch_slot(code)]) {
         node = e->node;
@@ -873,7 +891,7 @@ frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
             return node;
         }
     }
-    frame->tracemalloc_last = key | node;
+    frame->tracemalloc_last = last_key(frame) | node;
     return node;
 }
 
@@ -987,13 +1005,12 @@ current_node(PyThreadState *tstate)
     if (tstate != NULL) {
         _PyInterpreterFrame *frame = tstate->cframe->current_frame;
         uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
+        _PyTraceMalloc_Node node;
         if (frame != NULL
             && (frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
-               == generation) {
-            uint64_t last = frame->tracemalloc_last;
-            if ((last & ~(uint64_t)UINT32_MAX) == last_key(frame)) {
-                return (uint32_t)last;
-            }
+               == generation
+            && frame_memo(frame, &node)) {
+            return node;
         }
     }
     return _PyTraceMalloc_CurrentNode_unlocked(tstate);

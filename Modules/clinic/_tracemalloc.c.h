@@ -123,12 +123,12 @@ PyDoc_STRVAR(_tracemalloc__get_columns__doc__,
 "The traces of _get_traces_ex() as columns.\n"
 "\n"
 "Return a SnapshotColumns named tuple (frames, total_nframe, threads,\n"
-"domains, sizes, indexes): one item\n"
-"of the three lists per distinct call context (its frames tuple, its total\n"
-"frame count, and with threads=True the native id of its thread; else\n"
-"threads is None), and three bytes objects holding one item per trace in\n"
-"native byte order: the domain (uint32), the size (uint64) and the index\n"
-"of the trace\'s call context in the lists (uint32).\n"
+"domains, sizes, indexes): one item of the three lists per distinct call\n"
+"context (its frames tuple, its total frame count, and with threads=True\n"
+"the native id of its thread; else threads is None), and three bytes\n"
+"objects holding one item per trace in native byte order: the domain\n"
+"(uint32), the size (uint64) and the index of the trace\'s call context in\n"
+"the lists (uint32).\n"
 "Private: use take_snapshot().");
 
 #define _TRACEMALLOC__GET_COLUMNS_METHODDEF    \
@@ -468,4 +468,4 @@ _tracemalloc_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return _tracemalloc_reset_peak_impl(module);
 }
-/*[clinic end generated code: output=3b7b2a536acc1fef input=a9049054013a1b77]*/
+/*[clinic end generated code: output=0f6c1374e0bbef94 input=a9049054013a1b77]*/
