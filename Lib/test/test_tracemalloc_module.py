@@ -55,6 +55,20 @@ def make_raw_traces(count, seed, distinct=40, max_depth=6):
     return traces
 
 
+def damaged_copies(valid, seed, count=300):
+    """*count* copies of the bytes *valid*, each with 1 to 4 random bytes
+    changed, and a third of them cut short."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        data = bytearray(valid)
+        for _ in range(rng.randint(1, 4)):
+            position = rng.randrange(len(data))
+            data[position] = rng.randrange(256)
+        if rng.random() < 0.3:
+            del data[rng.randrange(len(data)):]
+        yield bytes(data)
+
+
 def naive_group(raw_traces, key_type, cumulative):
     """Reference grouping: {key frames tuple: [size, count]}."""
     groups = {}
@@ -492,16 +506,8 @@ class TestLoadRejects(SnapshotFileTestCase):
     def test_random_damage_only_raises_value_error(self):
         # Whatever the damage, load() either succeeds or raises ValueError:
         # never another exception, never a crash.
-        valid = self.valid_file()
-        rng = random.Random(5)
-        for _ in range(300):
-            data = bytearray(valid)
-            for _ in range(rng.randint(1, 4)):
-                position = rng.randrange(len(data))
-                data[position] = rng.randrange(256)
-            if rng.random() < 0.3:
-                del data[rng.randrange(len(data)):]
-            self.write(bytes(data))
+        for data in damaged_copies(self.valid_file(), seed=5):
+            self.write(data)
             try:
                 tracemalloc.Snapshot.load(self.filename)
             except ValueError:
@@ -657,17 +663,8 @@ class TestLoadRejectsVersion2(SnapshotFileTestCase):
                 self.assertRejected(make_v2(bad, columns), "corrupt payload")
 
     def test_random_damage_only_raises_value_error(self):
-        valid = self.valid_file()
-        rng = random.Random(7)
-        loaded = 0
-        for _ in range(300):
-            data = bytearray(valid)
-            for _ in range(rng.randint(1, 4)):
-                position = rng.randrange(len(data))
-                data[position] = rng.randrange(256)
-            if rng.random() < 0.3:
-                del data[rng.randrange(len(data)):]
-            self.write(bytes(data))
+        for data in damaged_copies(self.valid_file(), seed=7):
+            self.write(data)
             try:
                 snapshot = tracemalloc.Snapshot.load(self.filename)
             except ValueError:
@@ -675,7 +672,6 @@ class TestLoadRejectsVersion2(SnapshotFileTestCase):
             # What loads is usable.
             snapshot.statistics('traceback')
             len(snapshot.traces._traces)
-            loaded += 1
 
     def test_random_columns(self):
         # Random column bytes under a valid document: any domain and size

@@ -420,18 +420,23 @@ class _Columns:
 
     def traces(self):
         """The list of raw trace tuples, as _get_traces_ex() gives it."""
-        return _tracemalloc._traces_from_columns(self.frames, self.total_nframe,
-                                    self.threads, self.domains, self.sizes,
-                                    self.indexes)
+        return _tracemalloc._traces_from_columns(
+            self.frames, self.total_nframe, self.threads, self.domains,
+            self.sizes, self.indexes)
 
-    def totals(self):
-        """[frames, size, count] per call context that has traces.
+    def context_totals(self):
+        """(sizes, counts): two lists with the total size and the number of
+        traces of each call context, computed once.
 
         Raise ValueError if a trace's index is out of range."""
         if self._totals is None:
             self._totals = _tracemalloc._traceback_totals(
                 self.indexes, self.sizes, len(self.frames))
-        sizes, counts = self._totals
+        return self._totals
+
+    def totals(self):
+        """[frames, size, count] per call context that has traces."""
+        sizes, counts = self.context_totals()
         return [[frames, size, count]
                 for frames, size, count in zip(self.frames, sizes, counts)
                 if count]
@@ -861,30 +866,23 @@ class Snapshot:
     def _group_by_thread(self):
         columns = getattr(self.traces, '_columns', None)
         if columns is not None:
-            # Per call context first: a context belongs to one thread.
-            columns.totals()
-            sizes, counts = columns._totals
+            # Per call context: a context belongs to one thread.
+            sizes, counts = columns.context_totals()
             threads = columns.threads or [None] * len(columns.frames)
-            totals = {}
-            for thread, size, count in zip(threads, sizes, counts):
-                if not count:
-                    continue
-                total = totals.get(thread)
-                if total is None:
-                    totals[thread] = [size, count]
-                else:
-                    total[0] += size
-                    total[1] += count
+            per_thread = zip(threads, sizes, counts)
         else:
-            totals = {}
-            for trace in self.traces._traces:
-                thread = trace[4] if len(trace) > 4 else None
-                total = totals.get(thread)
-                if total is None:
-                    totals[thread] = [trace[1], 1]
-                else:
-                    total[0] += trace[1]
-                    total[1] += 1
+            per_thread = ((trace[4] if len(trace) > 4 else None, trace[1], 1)
+                          for trace in self.traces._traces)
+        totals = {}
+        for thread, size, count in per_thread:
+            if not count:
+                continue
+            total = totals.get(thread)
+            if total is None:
+                totals[thread] = [size, count]
+            else:
+                total[0] += size
+                total[1] += count
         stats = {}
         for thread, (size, count) in totals.items():
             traceback = Traceback(self._thread_key(thread))

@@ -451,8 +451,9 @@ def _expand(compressed, limit, what):
 # empty container ("[]," or "{},") 20 and an empty string 19, which at
 # 256 times expansion would be 5,000 bytes per byte of file.  What dump()
 # writes has at least 5 bytes per container (a call context's list of
-# frames: "[3,12],") and 8 per string (filenames and names are longer,
-# with their quotes and comma), plus a few of each for the layout.
+# frames with its total_nframe, "[3],1," in version 2, "[3,12]," in
+# version 1) and 8 per string (filenames and names are longer, with their
+# quotes and comma), plus a few of each for the layout.
 _BYTES_PER_CONTAINER = 5
 _BYTES_PER_STRING = 8
 _LAYOUT_SLACK = 1024
@@ -571,14 +572,8 @@ def _decode_document_v2(document, columns_data):
     filenames = document["filenames"]
     _check_column("filenames", filenames, {str})
 
-    flat = document["frames"]
-    _check_column("frames", flat, {int})
-    if len(flat) % 2:
-        raise _SnapshotError("odd frames length")
-    filename_ids = flat[0::2]
-    _check_indexes("filename", filename_ids, len(filenames))
-    frames_table = list(zip(map(filenames.__getitem__, filename_ids),
-                            flat[1::2]))
+    frames_table = list(_frame_pairs("frames", document["frames"],
+                                     filenames))
 
     tracebacks = document["tracebacks"]
     if type(tracebacks) is not list:
@@ -622,11 +617,22 @@ def _decode_document_v2(document, columns_data):
                        indexes)
     try:
         # Checks every index (and keeps the totals for statistics()).
-        columns.totals()
+        columns.context_totals()
     except ValueError:
         raise _SnapshotError("traceback index out of range") from None
     return (_Traces._from_columns(columns), traceback_limit,
             _decode_attributes(document["attributes"]))
+
+
+def _frame_pairs(name, flat, filenames):
+    """The (filename, lineno) tuples of *flat*, a list of (filename index,
+    lineno) pairs laid end to end, checked."""
+    _check_column(name, flat, {int})
+    if len(flat) % 2:
+        raise _SnapshotError(f"odd {name} length")
+    filename_ids = flat[0::2]
+    _check_indexes("filename", filename_ids, len(filenames))
+    return zip(map(filenames.__getitem__, filename_ids), flat[1::2])
 
 
 def _check_indexes(name, indexes, length):
@@ -656,16 +662,8 @@ def _decode_document(document):
     tracebacks = document["tracebacks"]
     if type(tracebacks) is not list:
         raise _SnapshotError("tracebacks is not a list")
-    frames_table = []
-    for flat in tracebacks:
-        _check_column("traceback", flat, {int})
-        if len(flat) % 2:
-            raise _SnapshotError("odd traceback length")
-        filename_ids = flat[0::2]
-        _check_indexes("filename", filename_ids, len(filenames))
-        frames_table.append(tuple(zip(map(filenames.__getitem__,
-                                          filename_ids),
-                                      flat[1::2])))
+    frames_table = [tuple(_frame_pairs("traceback", flat, filenames))
+                    for flat in tracebacks]
 
     columns = document["traces"]
     names = ("domain", "size", "traceback", "total_nframe")
