@@ -39,7 +39,7 @@ help:
 	@echo "make clang-test      clang build (build/clang), the engine's tests under it"
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
 	@echo "make fuzz            fuzz Snapshot.load() for FUZZ_SECONDS (default 300)"
-	@echo "make test-all [TESTS='test_gc ...']  the whole suite: fork, fork traced, pristine"
+	@echo "make test-all [TESTS='test_gc ...'] [CHUNK=40 [RESUME=1]]  the whole suite: fork, fork traced, pristine"
 	@echo "make clean | distclean"
 
 deps:
