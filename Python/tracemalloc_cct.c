@@ -106,6 +106,7 @@ typedef struct {
     int lasti;
     _PyTraceMalloc_Node node;
     uint32_t epoch;             /* code_epochs[] of its code when filled */
+    uint32_t range;             /* the line's instructions: see frame_memo() */
 } cct_cache_entry;
 
 #define CACHE_BITS 13
@@ -121,6 +122,7 @@ typedef struct {
     int lasti;
     uint32_t epoch;             /* code_epochs[] of its code when filled */
     int lineno;
+    uint32_t range;             /* the line's instructions: see frame_memo() */
     const cct_string *filename; /* valid until a compaction */
 } cct_line_entry;
 
@@ -793,6 +795,59 @@ site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent, int lasti)
     return x * UINT64_C(0x9E3779B97F4A7C15);
 }
 
+/* The per-frame memo of the last allocation site (tracemalloc_last): the
+   node, and above it the RANGE of instruction offsets that share its line,
+   start in bits 32-47 and length in bits 48-63.  Any allocation of the
+   frame inside that range has the same node: a line that allocates at
+   several instructions (`d = sqrt(dx * dx + dy * dy)`) is looked up once
+   per visit, not once per instruction.  The code cannot change under a
+   live frame nor be freed, so a hit needs no epoch.  The memo is reset
+   whenever the frame's parent is set, as the node depends on it; a length
+   of 0 (LAST_NONE) never matches. */
+#define LAST_NONE ((uint64_t)0)
+#define RANGE_MAX 0xFFFF
+
+/* The line of CODE at instruction offset LASTI (0 if it has none), and in
+   *RANGE the offsets around LASTI that have the same line, packed for the
+   memo (0: none that fits in 16 bits). */
+static int
+line_of(PyCodeObject *code, int lasti, uint32_t *range)
+{
+    *range = 0;
+    if (lasti < 0) {
+        return code->co_firstlineno;    /* like PyCode_Addr2Line() */
+    }
+    PyCodeAddressRange bounds;
+    _PyCode_InitAddressRange(code, &bounds);
+    int line = _PyCode_CheckLineNumber(lasti * (int)sizeof(_Py_CODEUNIT),
+                                       &bounds);
+    int start = bounds.ar_start, end = bounds.ar_end;
+    /* The location table cuts a line into entries of at most 8
+       instructions (one per column span): join the neighbours that have
+       the same line. */
+    PyCodeAddressRange b = bounds;
+    while (end - start < 2 * RANGE_MAX && _PyLineTable_NextAddressRange(&b)
+           && b.ar_line == line) {
+        end = b.ar_end;
+    }
+    b = bounds;
+    while (end - start < 2 * RANGE_MAX
+           && _PyLineTable_PreviousAddressRange(&b) && b.ar_line == line) {
+        start = b.ar_start;
+    }
+    start /= (int)sizeof(_Py_CODEUNIT);
+    end /= (int)sizeof(_Py_CODEUNIT);
+    if (end - start > RANGE_MAX) {
+        /* Keep the part around LASTI that fits. */
+        start = lasti;
+        end = lasti + 1;
+    }
+    if (start <= RANGE_MAX && end > start) {
+        *range = (uint32_t)start | ((uint32_t)(end - start) << 16);
+    }
+    return line < 0 ? 0 : line;
+}
+
 /* Slow path of frame_node(): decode the line and intern the node. */
 Py_NO_INLINE static _PyTraceMalloc_Node
 frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
@@ -804,16 +859,15 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     cct_line_entry *le = &cct.lines[site_hash(code, 0, lasti)
                                     >> (64 - LINE_BITS)];
     int lineno;
+    uint32_t range;
     const cct_string *filename;
     if (le->code == code && le->lasti == lasti && le->epoch == epoch) {
         lineno = le->lineno;
+        range = le->range;
         filename = le->filename;
     }
     else {
-        lineno = PyCode_Addr2Line(code, lasti * (int)sizeof(_Py_CODEUNIT));
-        if (lineno < 0) {
-            lineno = 0;
-        }
+        lineno = line_of(code, lasti, &range);
         filename = string_intern(code->co_filename, nomem);
         if (*nomem) {
             return 0;
@@ -822,6 +876,7 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
         le->lasti = lasti;
         le->epoch = epoch;
         le->lineno = lineno;
+        le->range = range;
         le->filename = filename;
     }
     _PyTraceMalloc_Node node = node_intern(parent, filename, lineno, nomem);
@@ -833,65 +888,65 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     e->lasti = lasti;
     e->node = node;
     e->epoch = epoch;
+    e->range = range;
     return node;
 }
 
-/* The per-frame memo of the last allocation site (tracemalloc_last): the
-   low 32 bits of prev_instr, then the node.  Within one code object they
-   tell instructions apart (its bytecode is far below 4 GiB), and the code
-   cannot change under a live frame nor be freed, so a hit needs no epoch.
-   The memo is reset whenever the frame's parent is set, as the node
-   depends on it; LAST_NONE can never match (instructions are 2-byte
-   aligned). */
-#define LAST_NONE ((uint64_t)1 << 32)
-
-static inline uint64_t
-last_key(const _PyInterpreterFrame *frame)
-{
-    return (uint64_t)(uint32_t)(uintptr_t)frame->prev_instr << 32;
-}
-
-/* 1 and the node in *NODE if FRAME's memo names its current instruction
+/* 1 and the node in *NODE if FRAME's memo covers its current instruction
    (the caller knows its parent is valid). */
 static inline int
 frame_memo(const _PyInterpreterFrame *frame, _PyTraceMalloc_Node *node)
 {
     uint64_t last = frame->tracemalloc_last;
-    if ((last & ~(uint64_t)UINT32_MAX) == last_key(frame)) {
+    uint32_t lasti = (uint32_t)_PyInterpreterFrame_LASTI(frame);
+    if (lasti - (uint32_t)((last >> 32) & RANGE_MAX)
+        < (uint32_t)(last >> 48)) {
         *node = (uint32_t)last;
         return 1;
     }
     return 0;
 }
 
-/* Hot path: the node of FRAME at its current instruction, its caller's
-   node being PARENT (the frame's valid tracemalloc_parent).  Cost: one
-   compare when the frame allocates at the same instruction as last time
-   (loops); else a hash, one compare and the load of the code's epoch on a
-   hit in the shared cache. */
-static inline _PyTraceMalloc_Node
-frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
-           int *nomem)
+/* 1 and the node in *NODE if the shared cache knows FRAME's current
+   instruction under PARENT (its valid tracemalloc_parent); the frame's
+   memo is then set.  Cost of a hit: a hash, three compares and the load of
+   the code's epoch. */
+static inline int
+site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
+            _PyTraceMalloc_Node *node)
 {
-    _PyTraceMalloc_Node node;
-    if (frame_memo(frame, &node)) {
-        return node;
-    }
     PyCodeObject *code = frame->f_code;
     int lasti = _PyInterpreterFrame_LASTI(frame);
     cct_cache_entry *e = &cct.cache[site_hash(code, parent, lasti)
                                     >> (64 - CACHE_BITS)];
     if (e->code == code && e->parent == parent && e->lasti == lasti
         && e->epoch == cct.code_epochs[code_epoch_slot(code)]) {
-        node = e->node;
+        *node = e->node;
+        frame->tracemalloc_last = ((uint64_t)e->range << 32) | e->node;
+        return 1;
     }
-    else {
-        node = frame_node_miss(e, parent, code, lasti, nomem);
-        if (*nomem) {
-            return node;
-        }
+    return 0;
+}
+
+/* The node of FRAME at its current instruction, its caller's node being
+   PARENT (the frame's valid tracemalloc_parent): the memo, else the shared
+   cache, else the line is decoded. */
+static inline _PyTraceMalloc_Node
+frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
+           int *nomem)
+{
+    _PyTraceMalloc_Node node;
+    if (frame_memo(frame, &node) || site_cached(frame, parent, &node)) {
+        return node;
     }
-    frame->tracemalloc_last = last_key(frame) | node;
+    PyCodeObject *code = frame->f_code;
+    int lasti = _PyInterpreterFrame_LASTI(frame);
+    cct_cache_entry *e = &cct.cache[site_hash(code, parent, lasti)
+                                    >> (64 - CACHE_BITS)];
+    node = frame_node_miss(e, parent, code, lasti, nomem);
+    if (!*nomem) {
+        frame->tracemalloc_last = ((uint64_t)e->range << 32) | node;
+    }
     return node;
 }
 
@@ -986,7 +1041,22 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
         }
         if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
             != generation) {
-            return current_node_slow(tstate, frame, generation);
+            /* The usual miss: a new frame under a caller whose cache is
+               valid (a call).  Link it without the walk. */
+            _PyInterpreterFrame *caller = skip_incomplete(frame->previous);
+            if (caller == NULL
+                || (caller->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
+                   != generation) {
+                return current_node_slow(tstate, frame, generation);
+            }
+            int nomem = 0;
+            _PyTraceMalloc_Node parent = frame_node(
+                (uint32_t)caller->tracemalloc_parent, caller, &nomem);
+            if (nomem) {
+                return UINT32_MAX;
+            }
+            frame->tracemalloc_parent = generation | parent;
+            frame->tracemalloc_last = LAST_NONE;
         }
     }
     int nomem = 0;
@@ -995,22 +1065,25 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     return nomem ? UINT32_MAX : node;
 }
 
-/* The hooks' inline front of _PyTraceMalloc_CurrentNode_unlocked(): the
-   current frame's memo, when it is valid and names this instruction (an
-   allocation at the same place as the frame's last one).  A valid memo
-   implies a started engine: every reset bumps the generation. */
+/* The hooks' inline front of _PyTraceMalloc_CurrentNode_unlocked(): when
+   the current frame's cache is valid, its memo (an allocation on the line
+   of the frame's last one) or a hit in the shared cache.  A valid frame
+   cache implies a started engine: every reset bumps the generation. */
 static inline _PyTraceMalloc_Node
 current_node(PyThreadState *tstate)
 {
     if (tstate != NULL) {
         _PyInterpreterFrame *frame = tstate->cframe->current_frame;
         uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
-        _PyTraceMalloc_Node node;
         if (frame != NULL
             && (frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
-               == generation
-            && frame_memo(frame, &node)) {
-            return node;
+               == generation) {
+            _PyTraceMalloc_Node node;
+            if (frame_memo(frame, &node)
+                || site_cached(frame, (uint32_t)frame->tracemalloc_parent,
+                               &node)) {
+                return node;
+            }
         }
     }
     return _PyTraceMalloc_CurrentNode_unlocked(tstate);

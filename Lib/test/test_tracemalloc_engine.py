@@ -321,6 +321,40 @@ class TracebackTest(EngineTestCase):
             frames = list(reversed(raw_frames(obj)))
             self.assertEqual(frames[:-1], exp2)
 
+    def test_line_memo_follows_lines(self):
+        # The per-frame memo covers every instruction of the line of the
+        # frame's last allocation: a statement spread over several lines,
+        # lines that alternate in a loop and a line split around a call
+        # must each still get its own line.  Objects of free lists filled
+        # before the start are untraced, and stay so when reused: replace
+        # them with traced ones first.
+        junk = [(float(i), [i], (i, i, i)) for i in range(3000)]
+        del junk
+        first = sys._getframe().f_lineno
+        pairs = []
+        for i in range(3):
+            a = float(i) + 0.25             # first + 3
+            b = (float(i) * 3.0,            # first + 4
+                 float(i) * 5.0,            # first + 5
+                 Obj())                     # first + 6
+            c = [a * 2.0, stack()[-1][1],   # first + 7
+                 b[0] * 7.0]                # first + 8
+            d = a * 3.0 + len(stack()) * 0.5 + b[1] * 11.0  # first + 9
+            pairs.append((a, b, c, d))
+        here = stack()[:-1]
+        where = lambda off: here + [(__file__, first + off)]
+        for a, b, c, d in pairs:
+            self.assertAllocatedAt(a, where(3))
+            self.assertAllocatedAt(b, where(4))
+            self.assertAllocatedAt(b[0], where(4))
+            self.assertAllocatedAt(b[1], where(5))
+            self.assertAllocatedAt(b[2], where(6))
+            self.assertAllocatedAt(c, where(7))
+            self.assertAllocatedAt(c[0], where(7))
+            self.assertAllocatedAt(c[2], where(8))
+            self.assertAllocatedAt(d, where(9))
+            self.assertEqual(c[1], first + 7)
+
     # -- free lists: _PyTraceMalloc_NewReference --------------------------
 
     def test_free_list_objects_are_retraced(self):
