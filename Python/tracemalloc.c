@@ -105,6 +105,9 @@ static _Thread_local struct {
 static inline void
 remember_removed(void *ptr, _PyTraceMalloc_Node node)
 {
+    if (_PyTraceMalloc_caller_skew == 0) {
+        return;     /* no debug hooks: nobody asks */
+    }
     last_removed.ptr = (uintptr_t)ptr;
     last_removed.node = node;
     last_removed.generation = _PyTraceMalloc_cct_generation;
@@ -133,8 +136,9 @@ fresh_forget(void *ptr)
     }
 }
 
-/* Record PTR; -1 when the bookkeeping could not get memory. */
-static int
+/* Record PTR at the current position: 0, or -1 when the bookkeeping could
+   not get memory.  Inline: the hooks call it with GIL_HELD constant. */
+static inline int
 trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
 {
     PyThreadState *tstate;
@@ -161,6 +165,13 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
     return res;
 }
 
+/* The same, out of line, for the paths that are not hot. */
+Py_NO_INLINE static int
+trace_add_slow(unsigned int domain, void *ptr, size_t size, int gil_held)
+{
+    return trace_add(domain, ptr, size, gil_held);
+}
+
 /* ---- hooks ------------------------------------------------------------ */
 
 /* The traced variants of the allocator API (Objects/obmalloc.c calls them
@@ -170,7 +181,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
 
 /* After a successful allocation: trace PTR, or free it and fail (as
    upstream, a block that cannot be traced is not handed out). */
-static void *
+static inline void *
 traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
     if (ptr != NULL && tm_untraced_depth == 0
@@ -182,13 +193,18 @@ traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
     return ptr;
 }
 
+/* The hot hook: the mem and obj domains (GIL held) get a copy of the
+   whole path with the GIL side chosen at compile time. */
 void *
 _PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
     tm_untraced_depth++;
     void *ptr = alloc->malloc(alloc->ctx, size);
     tm_untraced_depth--;
-    return traced_result(alloc, ptr, size, gil_held);
+    if (gil_held) {
+        return traced_result(alloc, ptr, size, 1);
+    }
+    return traced_result(alloc, ptr, size, 0);
 }
 
 void *
@@ -198,25 +214,42 @@ _PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
     tm_untraced_depth++;
     void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
     tm_untraced_depth--;
-    return traced_result(alloc, ptr, nelem * elsize, gil_held);
+    if (ptr != NULL && tm_untraced_depth == 0
+        && trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr,
+                          nelem * elsize, gil_held) < 0) {
+        alloc->free(alloc->ctx, ptr);
+        return NULL;
+    }
+    return ptr;
 }
 
 /* Forget PTR's trace, then free it: before the free, while its pool header
    is still readable and before another thread can get the address. */
+static inline void
+trace_remove(void *ptr, int gil_held)
+{
+    PyThreadState *tstate;
+    _PyTraceMalloc_Node node;
+    size_t size;
+    fresh_forget(ptr);
+    int side = engine_enter(gil_held, &tstate);
+    if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                     &node, &size)) {
+        remember_removed(ptr, node);
+    }
+    engine_leave(side);
+}
+
 void
 _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
 {
     if (ptr != NULL) {
-        PyThreadState *tstate;
-        _PyTraceMalloc_Node node;
-        size_t size;
-        fresh_forget(ptr);
-        int side = engine_enter(gil_held, &tstate);
-        if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                         &node, &size)) {
-            remember_removed(ptr, node);
+        if (gil_held) {
+            trace_remove(ptr, 1);
         }
-        engine_leave(side);
+        else {
+            trace_remove(ptr, 0);
+        }
     }
     alloc->free(alloc->ctx, ptr);
 }
@@ -268,7 +301,8 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
        may have shrunk it in place), so it stays untraced: the totals stay
        exact, one trace is missing. */
     if (tm_untraced_depth == 0) {
-        (void)trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size, gil_held);
+        (void)trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size,
+                             gil_held);
     }
     return ptr2;
 }
@@ -439,7 +473,7 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
         return -2;
     }
     /* May be called without the GIL: the engine finds out. */
-    return trace_add(domain, (void *)ptr, size, 0);
+    return trace_add_slow(domain, (void *)ptr, size, 0);
 }
 
 int

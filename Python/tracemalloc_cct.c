@@ -796,8 +796,9 @@ site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent, int lasti)
 }
 
 /* The per-frame memo of the last allocation site (tracemalloc_last): the
-   node, and above it the RANGE of instruction offsets that share its line,
-   start in bits 32-47 and length in bits 48-63.  Any allocation of the
+   node, and above it the RANGE of instructions that share its line, in
+   bytes from the start of the code object (memo_offset()): start in bits
+   32-47 and length in bits 48-63.  Any allocation of the
    frame inside that range has the same node: a line that allocates at
    several instructions (`d = sqrt(dx * dx + dy * dy)`) is looked up once
    per visit, not once per instruction.  The code cannot change under a
@@ -807,9 +808,17 @@ site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent, int lasti)
 #define LAST_NONE ((uint64_t)0)
 #define RANGE_MAX 0xFFFF
 
+/* Where the memo's range is counted from: bytes from the start of the code
+   object, so that the check needs no address of its bytecode. */
+static inline uint32_t
+memo_offset(const PyCodeObject *code, const _Py_CODEUNIT *instr)
+{
+    return (uint32_t)((const char *)instr - (const char *)code);
+}
+
 /* The line of CODE at instruction offset LASTI (0 if it has none), and in
-   *RANGE the offsets around LASTI that have the same line, packed for the
-   memo (0: none that fits in 16 bits). */
+   *RANGE the instructions around LASTI that have the same line, packed
+   for the memo (0: none that fits in 16 bits). */
 static int
 line_of(PyCodeObject *code, int lasti, uint32_t *range)
 {
@@ -826,23 +835,25 @@ line_of(PyCodeObject *code, int lasti, uint32_t *range)
        instructions (one per column span): join the neighbours that have
        the same line. */
     PyCodeAddressRange b = bounds;
-    while (end - start < 2 * RANGE_MAX && _PyLineTable_NextAddressRange(&b)
+    while (end - start < RANGE_MAX && _PyLineTable_NextAddressRange(&b)
            && b.ar_line == line) {
         end = b.ar_end;
     }
     b = bounds;
-    while (end - start < 2 * RANGE_MAX
+    while (end - start < RANGE_MAX
            && _PyLineTable_PreviousAddressRange(&b) && b.ar_line == line) {
         start = b.ar_start;
     }
-    start /= (int)sizeof(_Py_CODEUNIT);
-    end /= (int)sizeof(_Py_CODEUNIT);
+    /* In the memo's unit (memo_offset()). */
+    int base = (int)memo_offset(code, _PyCode_CODE(code));
+    start += base;
+    end += base;
     if (end - start > RANGE_MAX) {
-        /* Keep the part around LASTI that fits. */
-        start = lasti;
-        end = lasti + 1;
+        /* Keep the instruction at LASTI. */
+        start = base + lasti * (int)sizeof(_Py_CODEUNIT);
+        end = start + (int)sizeof(_Py_CODEUNIT);
     }
-    if (start <= RANGE_MAX && end > start) {
+    if (end <= RANGE_MAX && end > start) {
         *range = (uint32_t)start | ((uint32_t)(end - start) << 16);
     }
     return line < 0 ? 0 : line;
@@ -898,8 +909,8 @@ static inline int
 frame_memo(const _PyInterpreterFrame *frame, _PyTraceMalloc_Node *node)
 {
     uint64_t last = frame->tracemalloc_last;
-    uint32_t lasti = (uint32_t)_PyInterpreterFrame_LASTI(frame);
-    if (lasti - (uint32_t)((last >> 32) & RANGE_MAX)
+    uint32_t at = memo_offset(frame->f_code, frame->prev_instr);
+    if (at - (uint32_t)((last >> 32) & RANGE_MAX)
         < (uint32_t)(last >> 48)) {
         *node = (uint32_t)last;
         return 1;
@@ -1075,9 +1086,10 @@ current_node(PyThreadState *tstate)
     if (tstate != NULL) {
         _PyInterpreterFrame *frame = tstate->cframe->current_frame;
         uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
+        (void)generation;
         if (frame != NULL
-            && (frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
-               == generation) {
+            && (uint32_t)(frame->tracemalloc_parent >> 32)
+               == _PyTraceMalloc_cct_generation) {
             _PyTraceMalloc_Node node;
             if (frame_memo(frame, &node)
                 || site_cached(frame, (uint32_t)frame->tracemalloc_parent,
