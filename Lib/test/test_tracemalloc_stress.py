@@ -723,6 +723,14 @@ class StressTest(unittest.TestCase):
             self.assertAllMoved(counts, "c_thread_iterations")
 
     @support.requires_fork()
+    # A forked child deadlocks inside AddressSanitizer's own allocator when
+    # another thread held its lock at the fork: libasan before compiler-rt
+    # 18 (GCC 12's included) installs no fork handlers for it.  Seen in
+    # `make sanitizer-test`, the child stuck in
+    # SizeClassAllocator64::GetFromAllocator, called from malloc(); the
+    # plain build runs this test in `make test`.
+    @unittest.skipIf(support.check_sanitizer(address=True),
+                     "libasan's allocator is not fork-safe")
     def test_fork_from_a_thread_while_others_allocate(self):
         counts = self.run_scenario("fork_from_thread")
         self.assertAllMoved(counts, "allocations", "forks")
