@@ -214,13 +214,7 @@ _PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
     tm_untraced_depth++;
     void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
     tm_untraced_depth--;
-    if (ptr != NULL && tm_untraced_depth == 0
-        && trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr,
-                          nelem * elsize, gil_held) < 0) {
-        alloc->free(alloc->ctx, ptr);
-        return NULL;
-    }
-    return ptr;
+    return traced_result(alloc, ptr, nelem * elsize, gil_held);
 }
 
 /* Forget PTR's trace, then free it: before the free, while its pool header

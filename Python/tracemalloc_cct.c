@@ -920,11 +920,12 @@ frame_memo(const _PyInterpreterFrame *frame, _PyTraceMalloc_Node *node)
 
 /* 1 and the node in *NODE if the shared cache knows FRAME's current
    instruction under PARENT (its valid tracemalloc_parent); the frame's
-   memo is then set.  Cost of a hit: a hash, three compares and the load of
-   the code's epoch. */
+   memo is then set.  Otherwise 0, and *ENTRY is the cache entry to fill.
+   Cost of a hit: a hash, three compares and the load of the code's
+   epoch. */
 static inline int
 site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
-            _PyTraceMalloc_Node *node)
+            _PyTraceMalloc_Node *node, cct_cache_entry **entry)
 {
     PyCodeObject *code = frame->f_code;
     int lasti = _PyInterpreterFrame_LASTI(frame);
@@ -936,6 +937,7 @@ site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
         frame->tracemalloc_last = ((uint64_t)e->range << 32) | e->node;
         return 1;
     }
+    *entry = e;
     return 0;
 }
 
@@ -947,14 +949,12 @@ frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
            int *nomem)
 {
     _PyTraceMalloc_Node node;
-    if (frame_memo(frame, &node) || site_cached(frame, parent, &node)) {
+    cct_cache_entry *e;
+    if (frame_memo(frame, &node) || site_cached(frame, parent, &node, &e)) {
         return node;
     }
-    PyCodeObject *code = frame->f_code;
-    int lasti = _PyInterpreterFrame_LASTI(frame);
-    cct_cache_entry *e = &cct.cache[site_hash(code, parent, lasti)
-                                    >> (64 - CACHE_BITS)];
-    node = frame_node_miss(e, parent, code, lasti, nomem);
+    node = frame_node_miss(e, parent, frame->f_code,
+                           _PyInterpreterFrame_LASTI(frame), nomem);
     if (!*nomem) {
         frame->tracemalloc_last = ((uint64_t)e->range << 32) | node;
     }
@@ -1085,15 +1085,14 @@ current_node(PyThreadState *tstate)
 {
     if (tstate != NULL) {
         _PyInterpreterFrame *frame = tstate->cframe->current_frame;
-        uint64_t generation = (uint64_t)_PyTraceMalloc_cct_generation << 32;
-        (void)generation;
         if (frame != NULL
             && (uint32_t)(frame->tracemalloc_parent >> 32)
                == _PyTraceMalloc_cct_generation) {
             _PyTraceMalloc_Node node;
+            cct_cache_entry *unused;
             if (frame_memo(frame, &node)
                 || site_cached(frame, (uint32_t)frame->tracemalloc_parent,
-                               &node)) {
+                               &node, &unused)) {
                 return node;
             }
         }
