@@ -652,6 +652,29 @@ def _looks_at_frames_only(trace_filter):
 # --------------------------------------------------------------------------
 # Grouping raw traces
 
+def _sum_by_key(rows):
+    """{key: [size, count]}, summed over the (key, size, count) rows."""
+    totals = {}
+    for key, size, count in rows:
+        total = totals.get(key)
+        if total is None:
+            totals[key] = [size, count]
+        else:
+            total[0] += size
+            total[1] += count
+    return totals
+
+
+def _statistics(totals, frames_of):
+    """{Traceback: Statistic} of _sum_by_key() totals; frames_of(key) is
+    the frames of a key's traceback."""
+    stats = {}
+    for key, (size, count) in totals.items():
+        traceback = Traceback(frames_of(key))
+        stats[traceback] = Statistic(traceback, size, count)
+    return stats
+
+
 def _totals_by_frames_object(traces):
     """Sum size and count of *traces* per distinct frames tuple object.
 
@@ -847,21 +870,10 @@ class Snapshot:
             per_object = columns.totals()
         else:
             per_object = _totals_by_frames_object(self.traces._traces)
-        totals = {}
-        for frames, size, count in per_object:
-            for key in keys_of(frames):
-                total = totals.get(key)
-                if total is None:
-                    totals[key] = [size, count]
-                else:
-                    total[0] += size
-                    total[1] += count
-
-        stats = {}
-        for key, (size, count) in totals.items():
-            traceback = Traceback(key)
-            stats[traceback] = Statistic(traceback, size, count)
-        return stats
+        totals = _sum_by_key((key, size, count)
+                             for frames, size, count in per_object
+                             for key in keys_of(frames))
+        return _statistics(totals, lambda key: key)
 
     def _group_by_thread(self):
         columns = getattr(self.traces, '_columns', None)
@@ -873,21 +885,8 @@ class Snapshot:
         else:
             per_thread = ((trace[4] if len(trace) > 4 else None, trace[1], 1)
                           for trace in self.traces._traces)
-        totals = {}
-        for thread, size, count in per_thread:
-            if not count:
-                continue
-            total = totals.get(thread)
-            if total is None:
-                totals[thread] = [size, count]
-            else:
-                total[0] += size
-                total[1] += count
-        stats = {}
-        for thread, (size, count) in totals.items():
-            traceback = Traceback(self._thread_key(thread))
-            stats[traceback] = Statistic(traceback, size, count)
-        return stats
+        totals = _sum_by_key(row for row in per_thread if row[2])
+        return _statistics(totals, self._thread_key)
 
     def statistics(self, key_type, cumulative=False):
         """Return a list of Statistic objects grouped by *key_type*.

@@ -40,7 +40,7 @@ from itertools import compress
 from operator import itemgetter, not_
 
 import tracemalloc
-from tracemalloc import Traceback, _format_size
+from tracemalloc import Traceback, _format_size, _sum_by_key
 
 __all__ = ['check', 'assert_no_leaks', 'clear_caches', 'LeakCheck',
            'LeakReport', 'LeakSite', 'LeakError',
@@ -260,21 +260,12 @@ def _workload_totals(ownership, traces, canonical):
             total[3] += 1
     groups.extend(other_totals.values())
 
-    totals = {}
     is_workload = ownership.is_workload
-    for domain, frames, size, count in groups:
-        if not is_workload(frames):
-            continue
-        frames = canonical.setdefault(frames, frames)
-        key = (domain, frames)
-        total = totals.get(key)
-        if total is None:
-            totals[key] = [size, count]
-        else:
-            # Equal frames in distinct tuples (hand-made snapshots).
-            total[0] += size
-            total[1] += count
-    return totals
+    # Equal frames in distinct tuples (hand-made snapshots) are summed.
+    return _sum_by_key(((domain, canonical.setdefault(frames, frames)),
+                        size, count)
+                       for domain, frames, size, count in groups
+                       if is_workload(frames))
 
 
 def _site_of(frames):
