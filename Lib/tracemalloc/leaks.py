@@ -273,16 +273,8 @@ def _site_of(frames):
 
 
 def _totals_by_site(totals):
-    sites = {}
-    for (domain, frames), (size, count) in totals.items():
-        site = _site_of(frames)
-        total = sites.get(site)
-        if total is None:
-            sites[site] = [size, count]
-        else:
-            total[0] += size
-            total[1] += count
-    return sites
+    return _sum_by_key((_site_of(frames), size, count)
+                       for (domain, frames), (size, count) in totals.items())
 
 
 # --------------------------------------------------------------------------
