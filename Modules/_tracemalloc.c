@@ -855,6 +855,299 @@ _tracemalloc__traces_from_columns_impl(PyObject *module, PyObject *frames,
     return result;
 }
 
+/* ---- dump helpers ------------------------------------------------------ */
+
+/* A growing ASCII buffer for the tracebacks' JSON text. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} ascii_buffer;
+
+static int
+ascii_reserve(ascii_buffer *b, size_t more)
+{
+    if (b->cap - b->len >= more) {
+        return 0;
+    }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < more) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *buf = PyMem_Realloc(b->buf, cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->buf = buf;
+    b->cap = cap;
+    return 0;
+}
+
+/* Frame objects already numbered, by address: an open-addressing table
+   of borrowed pointers (the caller's lists keep them alive, and no Python
+   code runs while it is used).  Exports share one frame object per
+   call-context node, so most frames are found here without hashing. */
+typedef struct {
+    PyObject **keys;
+    Py_ssize_t *values;
+    size_t mask, used;
+} frame_ids;
+
+static int
+frame_ids_grow(frame_ids *t)
+{
+    size_t size = t->keys ? 2 * (t->mask + 1) : 1024;
+    PyObject **keys = PyMem_Calloc(size, sizeof(PyObject *));
+    Py_ssize_t *values = PyMem_Calloc(size, sizeof(Py_ssize_t));
+    if (keys == NULL || values == NULL) {
+        PyMem_Free(keys);
+        PyMem_Free(values);
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (t->keys != NULL) {
+        for (size_t i = 0; i <= t->mask; i++) {
+            if (t->keys[i] != NULL) {
+                size_t j = ((uintptr_t)t->keys[i] >> 4) & (size - 1);
+                while (keys[j] != NULL) {
+                    j = (j + 1) & (size - 1);
+                }
+                keys[j] = t->keys[i];
+                values[j] = t->values[i];
+            }
+        }
+    }
+    PyMem_Free(t->keys);
+    PyMem_Free(t->values);
+    t->keys = keys;
+    t->values = values;
+    t->mask = size - 1;
+    return 0;
+}
+
+/* The slot of KEY: where it is, or the empty slot where it would go. */
+static size_t
+frame_ids_slot(const frame_ids *t, PyObject *key)
+{
+    size_t i = ((uintptr_t)key >> 4) & t->mask;
+    while (t->keys[i] != NULL && t->keys[i] != key) {
+        i = (i + 1) & t->mask;
+    }
+    return i;
+}
+
+static int
+frame_is_valid(PyObject *frame)
+{
+    return PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 2
+           && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 0))
+           && PyLong_CheckExact(PyTuple_GET_ITEM(frame, 1));
+}
+
+/* The index of FRAME in FRAMES (appended if new); -1 with an exception. */
+static Py_ssize_t
+number_frame(frame_ids *ids, PyObject *by_value, PyObject *frames,
+             PyObject *frame)
+{
+    size_t slot = frame_ids_slot(ids, frame);
+    if (ids->keys[slot] == frame) {
+        return ids->values[slot];
+    }
+    if (!frame_is_valid(frame)) {
+        PyErr_SetString(PyExc_TypeError, "cannot dump snapshot: frames "
+                        "must be (str, int) tuples");
+        return -1;
+    }
+    /* Exact str and int: hashing and comparing run no Python code. */
+    Py_ssize_t index;
+    PyObject *known = PyDict_GetItemWithError(by_value, frame);
+    if (known != NULL) {
+        index = PyLong_AsSsize_t(known);
+    }
+    else if (PyErr_Occurred()) {
+        return -1;
+    }
+    else {
+        index = PyList_GET_SIZE(frames);
+        PyObject *value = PyLong_FromSsize_t(index);
+        if (value == NULL || PyDict_SetItem(by_value, frame, value) < 0
+            || PyList_Append(frames, frame) < 0) {
+            Py_XDECREF(value);
+            return -1;
+        }
+        Py_DECREF(value);
+    }
+    if (2 * (ids->used + 1) > ids->mask + 1) {
+        if (frame_ids_grow(ids) < 0) {
+            return -1;
+        }
+        slot = frame_ids_slot(ids, frame);
+    }
+    ids->keys[slot] = frame;
+    ids->values[slot] = index;
+    ids->used++;
+    return index;
+}
+
+/*[clinic input]
+_tracemalloc._frame_table
+
+    tracebacks: object(subclass_of='&PyList_Type')
+    /
+
+Number the distinct frames of call contexts, for Snapshot.dump().
+
+tracebacks is a list of call contexts, each a tuple or list of
+(filename, lineno) frames.  Return (frames, text): frames lists each
+distinct frame once, in order of first appearance, and text (bytes) is
+the JSON array of the call contexts, each an array of indexes into
+frames.  Raise TypeError if a frame is not a (str, int) tuple.  Private.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__frame_table_impl(PyObject *module, PyObject *tracebacks)
+/*[clinic end generated code: output=9239fbcbe51d0d4f input=1bd90440051d9ab0]*/
+{
+    PyObject *frames = PyList_New(0);
+    PyObject *by_value = PyDict_New();
+    PyObject *result = NULL;
+    frame_ids ids = {NULL, NULL, 0, 0};
+    ascii_buffer text = {NULL, 0, 0};
+    if (frames == NULL || by_value == NULL || frame_ids_grow(&ids) < 0
+        || ascii_reserve(&text, 2) < 0) {
+        goto done;
+    }
+    text.buf[text.len++] = '[';
+    /* No Python code runs in the loop (see number_frame()), so the lists
+       keep their lengths and items. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tracebacks); i++) {
+        PyObject *context = PyList_GET_ITEM(tracebacks, i);
+        PyObject **items;
+        Py_ssize_t n;
+        if (PyTuple_Check(context)) {
+            items = &PyTuple_GET_ITEM(context, 0);
+            n = PyTuple_GET_SIZE(context);
+        }
+        else if (PyList_Check(context)) {
+            items = ((PyListObject *)context)->ob_item;
+            n = PyList_GET_SIZE(context);
+        }
+        else {
+            PyErr_SetString(PyExc_TypeError, "cannot dump snapshot: a "
+                            "traceback must be a tuple of frames");
+            goto done;
+        }
+        /* "[", then per frame up to 20 digits and a comma, "]," */
+        if ((size_t)n > (PY_SSIZE_T_MAX - 4) / 21
+            || ascii_reserve(&text, 21 * (size_t)n + 4) < 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_NoMemory();
+            }
+            goto done;
+        }
+        if (i > 0) {
+            text.buf[text.len++] = ',';
+        }
+        text.buf[text.len++] = '[';
+        for (Py_ssize_t j = 0; j < n; j++) {
+            Py_ssize_t index = number_frame(&ids, by_value, frames, items[j]);
+            if (index < 0) {
+                goto done;
+            }
+            if (j > 0) {
+                text.buf[text.len++] = ',';
+            }
+            char digits[24];
+            int k = 0;
+            do {
+                digits[k++] = (char)('0' + index % 10);
+                index /= 10;
+            } while (index > 0);
+            while (k > 0) {
+                text.buf[text.len++] = digits[--k];
+            }
+        }
+        text.buf[text.len++] = ']';
+    }
+    text.buf[text.len++] = ']';
+    PyObject *bytes = PyBytes_FromStringAndSize(text.buf,
+                                                (Py_ssize_t)text.len);
+    if (bytes != NULL) {
+        result = PyTuple_Pack(2, frames, bytes);
+        Py_DECREF(bytes);
+    }
+done:
+    PyMem_Free(text.buf);
+    PyMem_Free(ids.keys);
+    PyMem_Free(ids.values);
+    Py_XDECREF(frames);
+    Py_XDECREF(by_value);
+    return result;
+}
+
+/*[clinic input]
+_tracemalloc._narrow_columns
+
+    domains: Py_buffer
+    sizes: Py_buffer
+    /
+
+Check whether dump() can write narrower columns.
+
+domains and sizes are the uint32 and uint64 columns (native order) of
+_get_columns().  Return (zero, narrow): zero is True when every domain is
+0; narrow is bytes holding the sizes as little-endian uint32 when every
+size fits, else None.  Private.
+[clinic start generated code]*/
+
+static PyObject *
+_tracemalloc__narrow_columns_impl(PyObject *module, Py_buffer *domains,
+                                  Py_buffer *sizes)
+/*[clinic end generated code: output=f73a76278646ad1f input=692c5f94baf0ed88]*/
+{
+    if (domains->len % 4 != 0 || sizes->len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError, "columns of whole items expected");
+        return NULL;
+    }
+    /* OR-reductions without early exits: the compiler vectorises them. */
+    const unsigned char *dp = domains->buf;
+    unsigned char any_domain = 0;
+    for (Py_ssize_t i = 0; i < domains->len; i++) {
+        any_domain |= dp[i];
+    }
+    int zero = any_domain == 0;
+    Py_ssize_t count = sizes->len / 8;
+    const unsigned char *sp = sizes->buf;
+    uint64_t high = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t size;
+        memcpy(&size, sp + 8 * i, 8);
+        high |= size >> 32;
+    }
+    if (high != 0) {
+        return Py_BuildValue("(OO)", zero ? Py_True : Py_False, Py_None);
+    }
+    PyObject *narrow = PyBytes_FromStringAndSize(NULL, 4 * count);
+    if (narrow == NULL) {
+        return NULL;
+    }
+    unsigned char *np = (unsigned char *)PyBytes_AS_STRING(narrow);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t size;
+        memcpy(&size, sp + 8 * i, 8);
+        uint32_t low = (uint32_t)size;
+#if !PY_LITTLE_ENDIAN
+        low = __builtin_bswap32(low);
+#endif
+        memcpy(np + 4 * i, &low, 4);
+    }
+    return Py_BuildValue("(ON)", zero ? Py_True : Py_False, narrow);
+}
+
 /*[clinic input]
 _tracemalloc._get_object_traceback
 
@@ -987,6 +1280,8 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC__GET_COLUMNS_METHODDEF
     _TRACEMALLOC__TRACEBACK_TOTALS_METHODDEF
     _TRACEMALLOC__TRACES_FROM_COLUMNS_METHODDEF
+    _TRACEMALLOC__FRAME_TABLE_METHODDEF
+    _TRACEMALLOC__NARROW_COLUMNS_METHODDEF
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     _TRACEMALLOC_START_METHODDEF
     _TRACEMALLOC_STOP_METHODDEF

@@ -271,23 +271,36 @@ class TestDumpLoadRoundTrip(SnapshotFileTestCase):
         data = self.dump_bytes(tracemalloc.Snapshot(raw, 1))
         document, columns = split_v2(data)
         self.assertEqual(document["domains"], "zero")
+        # 2**40 does not fit in 4 bytes: sizes take 8.
         self.assertNotIn("size_bytes", document)
         self.assertEqual(len(columns), 12 * 2)
         loaded = tracemalloc.Snapshot.load(self.filename)
         self.assertEqual(loaded.traces._traces, raw)
-        # Sizes of 4 bytes each ("size_bytes": 4) load as well.
-        raw = [(0, 7, (("a.py", 1),), 1), (0, 2**32 - 1, (("a.py", 1),), 1)]
+        # Sizes that all fit take 4 bytes each ("size_bytes": 4), with
+        # 2**32 - 1 as the largest.
+        raw = [(0, 7, (("a.py", 1),), 1), (0, 2**32 - 1, (("a.py", 1),), 1),
+               (0, 0, (("a.py", 1),), 1)]
         document, columns = split_v2(self.dump_bytes(
             tracemalloc.Snapshot(raw, 1)))
-        # The low halves of the two sizes (little-endian), then the indexes.
-        narrow = columns[0:4] + columns[8:12] + columns[16:]
-        self.write(make_v2(dict(document, size_bytes=4), narrow))
+        self.assertEqual(document["size_bytes"], 4)
+        # The sizes (little-endian), then the indexes.
+        self.assertEqual(columns, b"".join(
+            [(7).to_bytes(4, "little"), (2**32 - 1).to_bytes(4, "little"),
+             bytes(4), bytes(12)]))
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertEqual(loaded.traces._traces, raw)
+        # A size of 8 bytes per trace loads as well.
+        wide = b"".join(size.to_bytes(8, "little") for size in (7, 2**32 - 1,
+                                                                 0))
+        wide_document = {key: value for key, value in document.items()
+                         if key != "size_bytes"}
+        self.write(make_v2(wide_document, wide + columns[12:]))
         loaded = tracemalloc.Snapshot.load(self.filename)
         self.assertEqual(loaded.traces._traces, raw)
         for bad in (dict(document, size_bytes=2), dict(document,
                                                        size_bytes="4"),
                     dict(document, domains="none"),
-                    dict(document, size_bytes=4)):     # wrong length
+                    wide_document):     # wrong length
             with self.subTest(bad=bad):
                 self.assertRejected(make_v2(bad, columns), "corrupt payload")
 
@@ -352,6 +365,13 @@ def split_v2(data):
     assert len(payload) == declared
     length = int.from_bytes(payload[:8], "little")
     return json.loads(payload[8:8 + length]), payload[8 + length:]
+
+
+def index_column_offset(document):
+    """Where the column of call context indexes starts in a version 2
+    file's column bytes."""
+    domain_bytes = 0 if document.get("domains") == "zero" else 4
+    return document["count"] * (domain_bytes + document.get("size_bytes", 8))
 
 
 def make_v2(document, columns, declared=None, length=None):
@@ -618,13 +638,13 @@ class TestLoadRejectsVersion2(SnapshotFileTestCase):
 
     def test_index_out_of_range(self):
         document, columns = split_v2(self.valid_file())
-        count = document["count"]
+        start = index_column_offset(document)
         data = bytearray(columns)
-        data[12 * count:12 * count + 4] = len(
+        data[start:start + 4] = len(
             document["tracebacks"]).to_bytes(4, "little")
         self.assertRejected(make_v2(document, bytes(data)),
                             "traceback index out of range")
-        data[12 * count:12 * count + 4] = b"\xff" * 4
+        data[start:start + 4] = b"\xff" * 4
         self.assertRejected(make_v2(document, bytes(data)),
                             "traceback index out of range")
 
@@ -684,7 +704,7 @@ class TestLoadRejectsVersion2(SnapshotFileTestCase):
             data = bytearray(rng.randrange(256) for _ in range(len(columns)))
             if attempt % 2:
                 # Indexes in range: this must load.
-                data[12 * count:] = b"".join(
+                data[index_column_offset(document):] = b"".join(
                     rng.randrange(n).to_bytes(4, "little")
                     for _ in range(count))
             data = bytes(data)
@@ -699,6 +719,93 @@ class TestLoadRejectsVersion2(SnapshotFileTestCase):
             self.assertEqual(sum(trace.size for trace in snapshot.traces),
                              sum(stat.size for stat in
                                  snapshot.statistics('traceback')))
+
+
+class TestDumpHelpers(unittest.TestCase):
+    """The C helpers behind dump(): _frame_table() and _narrow_columns()."""
+
+    def test_frame_table_numbers_frames_by_value(self):
+        from _tracemalloc import _frame_table
+        import json
+        a1 = ("a.py", 1)
+        shared = (a1, ("b.py", 2))
+        contexts = [shared, shared, (("a.py", 1), ("c.py", 3)), (),
+                    [("b.py", 2)],       # a list works like a tuple
+                    tuple(("d.py", n) for n in range(12))]
+        frames, text = _frame_table(contexts)
+        self.assertIs(type(text), bytes)
+        self.assertEqual(frames, [("a.py", 1), ("b.py", 2), ("c.py", 3)]
+                         + [("d.py", n) for n in range(12)])
+        # Equal frames get one number, whatever object holds them.
+        self.assertEqual(json.loads(text), [
+            [0, 1], [0, 1], [0, 2], [], [1], list(range(3, 15))])
+        self.assertEqual(_frame_table([]), ([], b"[]"))
+
+    def test_frame_table_many_frames(self):
+        # Past the first growth of the identity table, and numbers of
+        # several digits.
+        from _tracemalloc import _frame_table
+        import json
+        contexts = [tuple(("f.py", 10 * i + j) for j in range(10))
+                    for i in range(500)]
+        contexts += contexts[::-1]
+        frames, text = _frame_table(contexts)
+        self.assertEqual(len(frames), 5000)
+        numbers = json.loads(text)
+        self.assertEqual([tuple(frames[k] for k in row) for row in numbers],
+                         contexts)
+
+    def test_frame_table_rejects_bad_frames(self):
+        from _tracemalloc import _frame_table
+
+        class Str(str):
+            pass
+
+        for bad in [(("a.py", True),), (("a.py", 1.0),), ((b"a.py", 1),),
+                    ((Str("a.py"), 1),), (("a.py", 1, 2),), (["a.py", 1],),
+                    ("a.py",), (None,)]:
+            with self.subTest(bad=bad):
+                with self.assertRaisesRegex(TypeError, "frames must be"):
+                    _frame_table([(("ok.py", 1),), bad])
+        for bad in ["a.py", None, 3]:
+            with self.subTest(bad=bad):
+                with self.assertRaisesRegex(TypeError, "tuple of frames"):
+                    _frame_table([bad])
+        with self.assertRaises(TypeError):
+            _frame_table(((("a.py", 1),),))     # not a list
+
+    def test_narrow_columns(self):
+        from array import array
+        from _tracemalloc import _narrow_columns
+        zero, narrow = _narrow_columns(array('I', [0] * 5),
+                                       array('Q', [0, 1, 2**32 - 1, 5, 6]))
+        self.assertIs(zero, True)
+        self.assertEqual(narrow, b"".join(
+            n.to_bytes(4, "little") for n in (0, 1, 2**32 - 1, 5, 6)))
+        for position in range(5):
+            domains = array('I', [0] * 5)
+            domains[position] = 1 << (8 * (position % 4))
+            sizes = array('Q', [7] * 5)
+            sizes[position] = 2**32 + (position == 4)
+            with self.subTest(position=position):
+                self.assertEqual(_narrow_columns(domains, sizes),
+                                 (False, None))
+        self.assertEqual(_narrow_columns(b"", b""), (True, b""))
+        with self.assertRaises(ValueError):
+            _narrow_columns(b"\0" * 3, b"")
+        with self.assertRaises(ValueError):
+            _narrow_columns(b"", b"\0" * 12)
+
+    def test_dump_of_a_large_snapshot_round_trips(self):
+        # Engine-like sharing: one frames tuple per context, reused by
+        # many traces, sizes that fit in 4 bytes.
+        raw = make_raw_traces(20000, seed=9, distinct=300, max_depth=30)
+        snapshot = tracemalloc.Snapshot(raw, 30)
+        data = _snapshotfile.encode(snapshot)
+        document, _ = split_v2(data)
+        self.assertEqual(document["size_bytes"], 4)
+        loaded = _snapshotfile.decode(tracemalloc.Snapshot, data)
+        self.assertEqual(loaded.traces._traces, raw)
 
 
 class TestAtomicDump(SnapshotFileTestCase):

@@ -62,7 +62,6 @@ declared trace count against the payload's size.
 import os
 import sys
 from array import array
-from itertools import accumulate, chain
 from operator import itemgetter
 
 from tracemalloc import _Columns, _Traces
@@ -251,34 +250,22 @@ def _little_endian(column, typecode):
 def _encode_v2(snapshot, columns):
     import json
     import zlib
+    from _tracemalloc import _frame_table, _narrow_columns
 
-    # Every frame of every call context in one flat list, each distinct
-    # (filename, lineno) numbered once: whole-list operations at C speed.
-    # A program has few distinct frames, but call contexts share none of
-    # their frame objects (the engine makes one per node), so a loop over
-    # the frames in Python was most of dump()'s time.
-    all_frames = list(chain.from_iterable(columns.frames))
-    try:
-        distinct = dict.fromkeys(all_frames)    # in order of appearance
-    except TypeError:
-        raise TypeError("cannot dump snapshot: frames must be (str, int) "
-                        "tuples") from None
+    # Each distinct (filename, lineno) numbered once, and the call contexts
+    # as JSON arrays of those numbers, in C: a program has few distinct
+    # frames, but its call contexts hold up to traceback_limit frames each,
+    # and a loop over them in Python was most of dump()'s time.
+    frames_list = columns.frames
+    if type(frames_list) is not list:
+        frames_list = list(frames_list)
+    distinct, tracebacks_text = _frame_table(frames_list)
     filename_index = {}
-    frame_values = {}       # (filename, lineno) -> index
     flat_frames = []
-    for frame in distinct:
-        if (type(frame) is not tuple or len(frame) != 2
-                or type(frame[0]) is not str or type(frame[1]) is not int):
-            raise TypeError("cannot dump snapshot: frames must be (str, int) "
-                            "tuples")
-        frame_values[frame] = len(frame_values)
-        flat_frames.append(filename_index.setdefault(frame[0],
+    for filename, lineno in distinct:
+        flat_frames.append(filename_index.setdefault(filename,
                                                      len(filename_index)))
-        flat_frames.append(frame[1])
-    flat = list(map(frame_values.__getitem__, all_frames))
-    ends = list(accumulate(map(len, columns.frames)))
-    tracebacks = list(map(flat.__getitem__,
-                          map(slice, chain((0,), ends), ends)))
+        flat_frames.append(lineno)
     total_nframe = list(columns.total_nframe)
     threads = None if columns.threads is None else list(columns.threads)
     try:
@@ -293,23 +280,31 @@ def _encode_v2(snapshot, columns):
         "traceback_limit": snapshot.traceback_limit,
         "filenames": list(filename_index),
         "frames": flat_frames,
-        "tracebacks": tracebacks,
         "total_nframe": total_nframe,
         "threads": threads,
         "count": count,
         "attributes": _encode_attributes(snapshot),
     }
-    # Usually every domain is 0: the column is left out (dump() is mostly
-    # zlib's time).  (load() also reads sizes of 4 bytes each, "size_bytes":
-    # 4; narrowing them here cost more than compressing them saved.)
-    domains = _little_endian(columns.domains, 'I')
-    if bytes(domains).count(0) == 4 * count:
+    # Usually every domain is 0 and every size fits in 4 bytes: narrower
+    # columns are less for zlib to compress, which is most of dump()'s
+    # time.
+    zero_domains, narrow_sizes = _narrow_columns(columns.domains,
+                                                 columns.sizes)
+    if zero_domains:
         document["domains"] = "zero"
         domains = b""
-    sizes = _little_endian(columns.sizes, 'Q')
+    else:
+        domains = _little_endian(columns.domains, 'I')
+    if narrow_sizes is not None:
+        document["size_bytes"] = 4
+        sizes = narrow_sizes
+    else:
+        sizes = _little_endian(columns.sizes, 'Q')
     # ensure_ascii keeps undecodable filenames (lone surrogates) intact.
+    # The call contexts' array, already JSON, goes in as the last member.
     text = json.dumps(document, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=True).encode("ascii")
+    text = b"".join((text[:-1], b',"tracebacks":', tracebacks_text, b"}"))
     compressor = zlib.compressobj(1)
     parts = [len(text).to_bytes(8, "little"), text, domains, sizes,
              _little_endian(columns.indexes, 'I')]

@@ -327,6 +327,98 @@ exit:
     return return_value;
 }
 
+PyDoc_STRVAR(_tracemalloc__frame_table__doc__,
+"_frame_table($module, tracebacks, /)\n"
+"--\n"
+"\n"
+"Number the distinct frames of call contexts, for Snapshot.dump().\n"
+"\n"
+"tracebacks is a list of call contexts, each a tuple or list of\n"
+"(filename, lineno) frames.  Return (frames, text): frames lists each\n"
+"distinct frame once, in order of first appearance, and text (bytes) is\n"
+"the JSON array of the call contexts, each an array of indexes into\n"
+"frames.  Raise TypeError if a frame is not a (str, int) tuple.  Private.");
+
+#define _TRACEMALLOC__FRAME_TABLE_METHODDEF    \
+    {"_frame_table", (PyCFunction)_tracemalloc__frame_table, METH_O, _tracemalloc__frame_table__doc__},
+
+static PyObject *
+_tracemalloc__frame_table_impl(PyObject *module, PyObject *tracebacks);
+
+static PyObject *
+_tracemalloc__frame_table(PyObject *module, PyObject *arg)
+{
+    PyObject *return_value = NULL;
+    PyObject *tracebacks;
+
+    if (!PyList_Check(arg)) {
+        _PyArg_BadArgument("_frame_table", "argument", "list", arg);
+        goto exit;
+    }
+    tracebacks = arg;
+    return_value = _tracemalloc__frame_table_impl(module, tracebacks);
+
+exit:
+    return return_value;
+}
+
+PyDoc_STRVAR(_tracemalloc__narrow_columns__doc__,
+"_narrow_columns($module, domains, sizes, /)\n"
+"--\n"
+"\n"
+"Check whether dump() can write narrower columns.\n"
+"\n"
+"domains and sizes are the uint32 and uint64 columns (native order) of\n"
+"_get_columns().  Return (zero, narrow): zero is True when every domain is\n"
+"0; narrow is bytes holding the sizes as little-endian uint32 when every\n"
+"size fits, else None.  Private.");
+
+#define _TRACEMALLOC__NARROW_COLUMNS_METHODDEF    \
+    {"_narrow_columns", _PyCFunction_CAST(_tracemalloc__narrow_columns), METH_FASTCALL, _tracemalloc__narrow_columns__doc__},
+
+static PyObject *
+_tracemalloc__narrow_columns_impl(PyObject *module, Py_buffer *domains,
+                                  Py_buffer *sizes);
+
+static PyObject *
+_tracemalloc__narrow_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *return_value = NULL;
+    Py_buffer domains = {NULL, NULL};
+    Py_buffer sizes = {NULL, NULL};
+
+    if (!_PyArg_CheckPositional("_narrow_columns", nargs, 2, 2)) {
+        goto exit;
+    }
+    if (PyObject_GetBuffer(args[0], &domains, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&domains, 'C')) {
+        _PyArg_BadArgument("_narrow_columns", "argument 1", "contiguous buffer", args[0]);
+        goto exit;
+    }
+    if (PyObject_GetBuffer(args[1], &sizes, PyBUF_SIMPLE) != 0) {
+        goto exit;
+    }
+    if (!PyBuffer_IsContiguous(&sizes, 'C')) {
+        _PyArg_BadArgument("_narrow_columns", "argument 2", "contiguous buffer", args[1]);
+        goto exit;
+    }
+    return_value = _tracemalloc__narrow_columns_impl(module, &domains, &sizes);
+
+exit:
+    /* Cleanup for domains */
+    if (domains.obj) {
+       PyBuffer_Release(&domains);
+    }
+    /* Cleanup for sizes */
+    if (sizes.obj) {
+       PyBuffer_Release(&sizes);
+    }
+
+    return return_value;
+}
+
 PyDoc_STRVAR(_tracemalloc__get_object_traceback__doc__,
 "_get_object_traceback($module, obj, /)\n"
 "--\n"
@@ -468,4 +560,4 @@ _tracemalloc_reset_peak(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return _tracemalloc_reset_peak_impl(module);
 }
-/*[clinic end generated code: output=0f6c1374e0bbef94 input=a9049054013a1b77]*/
+/*[clinic end generated code: output=5942f3a222697399 input=a9049054013a1b77]*/
