@@ -45,6 +45,8 @@ _Static_assert(_PyTraceMalloc_POOL_OVERHEAD == POOL_OVERHEAD,
 _Static_assert(_PyTraceMalloc_POOL_SZIDX_OFFSET
                == offsetof(struct pool_header, szidx),
                "the engine reads pymalloc's size class index");
+_Static_assert(_PyTraceMalloc_POOL_MAX_REQUEST == SMALL_REQUEST_THRESHOLD,
+               "the engine knows which requests pymalloc serves");
 
 static struct {
     pool_traces **entries;  /* index 0 is never used: it means "none" */

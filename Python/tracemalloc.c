@@ -139,7 +139,8 @@ fresh_forget(void *ptr)
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
    not get memory.  Inline: the hooks call it with GIL_HELD constant. */
 static inline int
-trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
+trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
+          int pooled)
 {
     PyThreadState *tstate;
     int side = engine_enter(gil_held, &tstate);
@@ -153,7 +154,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
             res = -1;
         }
         else {
-            res = store_add(domain, (uintptr_t)ptr, size, node);
+            res = store_add(domain, (uintptr_t)ptr, size, node, pooled);
             if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
                 && side) {
                 /* Only with the GIL: objects are made with it. */
@@ -167,9 +168,21 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held)
 
 /* The same, out of line, for the paths that are not hot. */
 Py_NO_INLINE static int
-trace_add_slow(unsigned int domain, void *ptr, size_t size, int gil_held)
+trace_add_slow(unsigned int domain, void *ptr, size_t size, int gil_held,
+               int pooled)
 {
-    return trace_add(domain, ptr, size, gil_held);
+    return trace_add(domain, ptr, size, gil_held, pooled);
+}
+
+/* May a block that ALLOC just returned for SIZE bytes lie in one of
+   pymalloc's pools?  Not if pymalloc does not serve that size, nor if it
+   comes from the raw domain (GIL_HELD 0), whose allocator is malloc()
+   (pymalloc needs the GIL).  A wrong answer costs a lookup, not a trace
+   (see store_add()). */
+static inline int
+fresh_block_pooled(size_t size, int gil_held)
+{
+    return gil_held && size <= _PyTraceMalloc_POOL_MAX_REQUEST;
 }
 
 /* ---- hooks ------------------------------------------------------------ */
@@ -185,8 +198,8 @@ static inline void *
 traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
     if (ptr != NULL && tm_untraced_depth == 0
-        && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size,
-                     gil_held) < 0) {
+        && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
+                     fresh_block_pooled(size, gil_held)) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
@@ -228,7 +241,7 @@ trace_remove(void *ptr, int gil_held)
     fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
     if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                     &node, &size)) {
+                     &node, &size, gil_held)) {
         remember_removed(ptr, node);
     }
     engine_leave(side);
@@ -296,7 +309,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
        exact, one trace is missing. */
     if (tm_untraced_depth == 0) {
         (void)trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size,
-                             gil_held);
+                             gil_held, fresh_block_pooled(size, gil_held));
     }
     return ptr2;
 }
@@ -467,7 +480,7 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
         return -2;
     }
     /* May be called without the GIL: the engine finds out. */
-    return trace_add_slow(domain, (void *)ptr, size, 0);
+    return trace_add_slow(domain, (void *)ptr, size, 0, 1);
 }
 
 int

@@ -445,13 +445,28 @@ slot_node(const _PyTraceMalloc_Slot *slot)
 /* Hot path: record (or re-record) the trace of PTR.  A pymalloc block costs
    a slot lookup and a few stores; anything else one table probe. */
 /* The table's part of store_add(): blocks outside pymalloc's pools, and
-   the other domains. */
+   the other domains.  One probe finds either PTR's entry or the empty
+   entry where it goes. */
 Py_NO_INLINE static int
 store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
                 _PyTraceMalloc_Node node)
 {
-    table_entry *e = table_find(domain, ptr);
-    if (e != NULL) {
+    if (ptr == 0) {
+        return -1;      /* 0 marks empty entries: never traced */
+    }
+    if (tm_store.entries == NULL && table_grow() < 0) {
+        return -1;
+    }
+    size_t i = table_hash(domain, ptr) & tm_store.mask;
+    table_entry *e;
+    for (;;) {
+        e = &tm_store.entries[i];
+        if (e->ptr == 0 || (e->ptr == ptr && e->domain == domain)) {
+            break;
+        }
+        i = (i + 1) & tm_store.mask;
+    }
+    if (e->ptr != 0) {
         _PyTraceMalloc_Node old = e->node == UINT32_MAX ? 0 : e->node;
         cct_peak_before_decrease();
         cct_account_remove(domain, old, e->size);
@@ -463,24 +478,19 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
         tm_store.current -= e->size;
     }
     else {
-        if (ptr == 0) {
-            return -1;  /* 0 marks empty entries: never traced */
-        }
-        if (tm_store.entries == NULL
-            || (tm_store.used + 1) * 4 > (tm_store.mask + 1) * 3)
-        {
+        if ((tm_store.used + 1) * 4 > (tm_store.mask + 1) * 3) {
             if (table_grow() < 0) {
                 return -1;
             }
+            i = table_hash(domain, ptr) & tm_store.mask;
+            while (tm_store.entries[i].ptr != 0) {
+                i = (i + 1) & tm_store.mask;
+            }
+            e = &tm_store.entries[i];
         }
         if (cct_account_add(domain, node, size) < 0) {
             return -1;
         }
-        size_t i = table_hash(domain, ptr) & tm_store.mask;
-        while (tm_store.entries[i].ptr != 0) {
-            i = (i + 1) & tm_store.mask;
-        }
-        e = &tm_store.entries[i];
         e->ptr = ptr;
         e->domain = domain;
         tm_store.used++;
@@ -495,11 +505,17 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
 /* Record a trace of PTR (replacing any): 0, or -1 when out of memory.
    Inline for the hooks: the pool slot is the usual case, and a call's
    register saves were a fifth of its cost. */
+/* POOLED is 0 when PTR is known to lie outside pymalloc's pools (a block
+   just returned for a request too large for them, or by the raw domain's
+   allocator): the table then takes the trace without a pool lookup.  Every
+   lookup of an existing trace checks both places, so a wrong 0 costs
+   nothing but the lookup it skipped. */
 static inline int
 store_add(unsigned int domain, uintptr_t ptr, size_t size,
-          _PyTraceMalloc_Node node)
+          _PyTraceMalloc_Node node, int pooled)
 {
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+    if (pooled && domain == _PyTraceMalloc_DEFAULT_DOMAIN
+        && size <= UINT32_MAX) {
         int nomem = 0;
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
@@ -533,7 +549,7 @@ int
 _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
                                  size_t size, _PyTraceMalloc_Node node)
 {
-    return store_add(domain, ptr, size, node);
+    return store_add(domain, ptr, size, node, 1);
 }
 
 /* The table's part of store_remove(). */
@@ -555,37 +571,52 @@ store_remove_table(unsigned int domain, uintptr_t ptr,
     return 1;
 }
 
+/* The pool slot's part of store_remove(): 1 if PTR's slot held a trace. */
+static inline int
+store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size)
+{
+    uint32_t *live;
+    _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+        (const void *)ptr, 0, NULL, &live);
+    if (slot == NULL || slot->node == 0) {
+        return 0;
+    }
+    *node = slot_node(slot);
+    *size = slot->size;
+    cct_peak_before_decrease();
+    cct_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, *node, *size);
+    tm_store.current -= slot->size;
+    tm_store.ntraces--;
+    slot->node = 0;
+    slot->size = 0;
+    (*live)--;
+    return 1;
+}
+
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
-   0 if PTR had none.  Inline for the hooks, as store_add(). */
+   0 if PTR had none.  Inline for the hooks, as store_add().  POOLED is 0
+   when PTR is unlikely to lie in a pool (the raw domain's blocks come from
+   malloc()): the table is then looked at first. */
 static inline int
 store_remove(unsigned int domain, uintptr_t ptr, _PyTraceMalloc_Node *node,
-             size_t *size)
+             size_t *size, int pooled)
 {
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
-        uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 0, NULL, &live);
-        if (slot != NULL && slot->node != 0) {
-            *node = slot_node(slot);
-            *size = slot->size;
-            cct_peak_before_decrease();
-            cct_account_remove(domain, *node, *size);
-            tm_store.current -= slot->size;
-            tm_store.ntraces--;
-            slot->node = 0;
-            slot->size = 0;
-            (*live)--;
-            return 1;
-        }
+    if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+        return store_remove_table(domain, ptr, node, size);
     }
-    return store_remove_table(domain, ptr, node, size);
+    if (pooled) {
+        return (store_remove_slot(ptr, node, size)
+                || store_remove_table(domain, ptr, node, size));
+    }
+    return (store_remove_table(domain, ptr, node, size)
+            || store_remove_slot(ptr, node, size));
 }
 
 int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
                                     _PyTraceMalloc_Node *node, size_t *size)
 {
-    return store_remove(domain, ptr, node, size);
+    return store_remove(domain, ptr, node, size, 1);
 }
 
 int

@@ -110,6 +110,9 @@ typedef struct {
 #define _PyTraceMalloc_POOL_BITS 14
 #define _PyTraceMalloc_POOL_OVERHEAD 48
 #define _PyTraceMalloc_POOL_SZIDX_OFFSET 36
+/* The largest request pymalloc serves from a pool: a block the allocator
+   has just returned for more is never a pool's. */
+#define _PyTraceMalloc_POOL_MAX_REQUEST 512
 
 /* Recently used pools (Objects/obmalloc_tracemalloc.h). */
 #define _PyTraceMalloc_POOL_CACHE_SIZE 64
