@@ -276,8 +276,9 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
     uint32_t generation = _PyTraceMalloc_cct_generation;
-    int had_trace = _PyTraceMalloc_StoreRemove_unlocked(
-        _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &old_node, &old_size);
+    int had_trace = store_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                 (uintptr_t)ptr, &old_node, &old_size,
+                                 gil_held);
     if (had_trace) {
         remember_removed(ptr, old_node);
     }

@@ -903,6 +903,14 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     return node;
 }
 
+/* Remember in FRAME's memo that the instructions of RANGE (a line) have
+   NODE. */
+static inline void
+memo_set(_PyInterpreterFrame *frame, uint32_t range, _PyTraceMalloc_Node node)
+{
+    frame->tracemalloc_last = ((uint64_t)range << 32) | node;
+}
+
 /* 1 and the node in *NODE if FRAME's memo covers its current instruction
    (the caller knows its parent is valid). */
 static inline int
@@ -934,11 +942,25 @@ site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
     if (e->code == code && e->parent == parent && e->lasti == lasti
         && e->epoch == cct.code_epochs[code_epoch_slot(code)]) {
         *node = e->node;
-        frame->tracemalloc_last = ((uint64_t)e->range << 32) | e->node;
+        memo_set(frame, e->range, e->node);
         return 1;
     }
     *entry = e;
     return 0;
+}
+
+/* After site_cached() missed: the node of FRAME under PARENT from its
+   line, into the cache entry E it probed and the frame's memo. */
+static inline _PyTraceMalloc_Node
+site_fill(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
+          cct_cache_entry *e, int *nomem)
+{
+    _PyTraceMalloc_Node node = frame_node_miss(
+        e, parent, frame->f_code, _PyInterpreterFrame_LASTI(frame), nomem);
+    if (!*nomem) {
+        memo_set(frame, e->range, node);
+    }
+    return node;
 }
 
 /* The node of FRAME at its current instruction, its caller's node being
@@ -953,12 +975,7 @@ frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
     if (frame_memo(frame, &node) || site_cached(frame, parent, &node, &e)) {
         return node;
     }
-    node = frame_node_miss(e, parent, frame->f_code,
-                           _PyInterpreterFrame_LASTI(frame), nomem);
-    if (!*nomem) {
-        frame->tracemalloc_last = ((uint64_t)e->range << 32) | node;
-    }
-    return node;
+    return site_fill(frame, parent, e, nomem);
 }
 
 static inline _PyInterpreterFrame *
@@ -1076,10 +1093,21 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     return nomem ? UINT32_MAX : node;
 }
 
+/* site_fill() out of line, for the hooks: UINT32_MAX when out of memory. */
+Py_NO_INLINE static _PyTraceMalloc_Node
+site_fill_slow(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
+               cct_cache_entry *e)
+{
+    int nomem = 0;
+    _PyTraceMalloc_Node node = site_fill(frame, parent, e, &nomem);
+    return nomem ? UINT32_MAX : node;
+}
+
 /* The hooks' inline front of _PyTraceMalloc_CurrentNode_unlocked(): when
    the current frame's cache is valid, its memo (an allocation on the line
-   of the frame's last one) or a hit in the shared cache.  A valid frame
-   cache implies a started engine: every reset bumps the generation. */
+   of the frame's last one), a hit in the shared cache, or the line decoded
+   into the entry just probed (not probed again).  A valid frame cache
+   implies a started engine: every reset bumps the generation. */
 static inline _PyTraceMalloc_Node
 current_node(PyThreadState *tstate)
 {
@@ -1088,13 +1116,14 @@ current_node(PyThreadState *tstate)
         if (frame != NULL
             && (uint32_t)(frame->tracemalloc_parent >> 32)
                == _PyTraceMalloc_cct_generation) {
+            _PyTraceMalloc_Node parent = (uint32_t)frame->tracemalloc_parent;
             _PyTraceMalloc_Node node;
-            cct_cache_entry *unused;
+            cct_cache_entry *e;
             if (frame_memo(frame, &node)
-                || site_cached(frame, (uint32_t)frame->tracemalloc_parent,
-                               &node, &unused)) {
+                || site_cached(frame, parent, &node, &e)) {
                 return node;
             }
+            return site_fill_slow(frame, parent, e);
         }
     }
     return _PyTraceMalloc_CurrentNode_unlocked(tstate);

@@ -328,14 +328,22 @@ table_find(unsigned int domain, uintptr_t ptr)
     }
 }
 
-static void
-table_place(table_entry *entries, size_t mask, const table_entry *src)
+/* The empty entry of ENTRIES where (DOMAIN, PTR) goes (not in it yet). */
+static table_entry *
+table_empty_entry(table_entry *entries, size_t mask, unsigned int domain,
+                  uintptr_t ptr)
 {
-    size_t i = table_hash(src->domain, src->ptr) & mask;
+    size_t i = table_hash(domain, ptr) & mask;
     while (entries[i].ptr != 0) {
         i = (i + 1) & mask;
     }
-    entries[i] = *src;
+    return &entries[i];
+}
+
+static void
+table_place(table_entry *entries, size_t mask, const table_entry *src)
+{
+    *table_empty_entry(entries, mask, src->domain, src->ptr) = *src;
 }
 
 Py_NO_INLINE static int
@@ -442,8 +450,6 @@ slot_node(const _PyTraceMalloc_Slot *slot)
     return slot->node == UINT32_MAX ? 0 : slot->node;
 }
 
-/* Hot path: record (or re-record) the trace of PTR.  A pymalloc block costs
-   a slot lookup and a few stores; anything else one table probe. */
 /* The table's part of store_add(): blocks outside pymalloc's pools, and
    the other domains.  One probe finds either PTR's entry or the empty
    entry where it goes. */
@@ -482,11 +488,8 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
             if (table_grow() < 0) {
                 return -1;
             }
-            i = table_hash(domain, ptr) & tm_store.mask;
-            while (tm_store.entries[i].ptr != 0) {
-                i = (i + 1) & tm_store.mask;
-            }
-            e = &tm_store.entries[i];
+            e = table_empty_entry(tm_store.entries, tm_store.mask, domain,
+                                  ptr);
         }
         if (cct_account_add(domain, node, size) < 0) {
             return -1;
@@ -502,14 +505,15 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
     return 0;
 }
 
-/* Record a trace of PTR (replacing any): 0, or -1 when out of memory.
-   Inline for the hooks: the pool slot is the usual case, and a call's
-   register saves were a fifth of its cost. */
-/* POOLED is 0 when PTR is known to lie outside pymalloc's pools (a block
-   just returned for a request too large for them, or by the raw domain's
-   allocator): the table then takes the trace without a pool lookup.  Every
-   lookup of an existing trace checks both places, so a wrong 0 costs
-   nothing but the lookup it skipped. */
+/* Record a trace of PTR (replacing any): 0, or -1 when out of memory.  A
+   pymalloc block costs a slot lookup and a few stores, anything else one
+   table probe.  Inline for the hooks: the pool slot is the usual case, and
+   a call's register saves were a fifth of its cost.  POOLED is 0 when PTR
+   is known to lie outside pymalloc's pools (a block just returned for a
+   request too large for them, or by the raw domain's allocator): the table
+   then takes the trace without a pool lookup.  Every lookup of an existing
+   trace checks both places, so a wrong 0 costs nothing but the lookup it
+   skipped. */
 static inline int
 store_add(unsigned int domain, uintptr_t ptr, size_t size,
           _PyTraceMalloc_Node node, int pooled)
