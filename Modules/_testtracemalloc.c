@@ -45,17 +45,26 @@ int_arg(PyObject *arg, int *value)
 }
 
 PyDoc_STRVAR(fail_bookkeeping_doc,
-"fail_bookkeeping($module, n, /)\n--\n\n"
-"Make the next n allocations of the engine's own bookkeeping fail.");
+"fail_bookkeeping($module, n, min_size=0, /)\n--\n\n"
+"Make the next n allocations of the engine's own bookkeeping fail; with\n"
+"min_size, only those of at least min_size bytes (the others succeed and\n"
+"are not counted).");
 
 static PyObject *
-fail_bookkeeping(PyObject *module, PyObject *arg)
+fail_bookkeeping(PyObject *module, PyObject *args)
 {
+    PyObject *count;
+    Py_ssize_t min_size = 0;
     int n;
-    if (int_arg(arg, &n) < 0) {
+    if (!PyArg_ParseTuple(args, "O|n:fail_bookkeeping", &count, &min_size)
+        || int_arg(count, &n) < 0) {
         return NULL;
     }
-    _PyTraceMalloc_FailBookkeeping(n);
+    if (min_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "min_size must not be negative");
+        return NULL;
+    }
+    _PyTraceMalloc_FailBookkeeping(n, (size_t)min_size);
     Py_RETURN_NONE;
 }
 
@@ -78,7 +87,8 @@ fail_barrier(PyObject *module, PyObject *arg)
 PyDoc_STRVAR(engine_stats_doc,
 "engine_stats($module, /)\n--\n\n"
 "Internal counters of the call-context tree, as a dict: nodes (ids in\n"
-"use), cache_misses (line decodes), compactions, asymmetric (1 while the\n"
+"use), cache_misses (line decodes), compactions, cache_entries (size of\n"
+"the shared site cache, 0 when not tracing), asymmetric (1 while the\n"
 "engine lock uses membarrier(2)).");
 
 static PyObject *
@@ -86,10 +96,12 @@ engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     uint32_t nnodes;
     uint64_t misses, compactions;
-    _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions);
-    return Py_BuildValue("{sIsKsKsi}", "nodes", (unsigned int)nnodes,
+    size_t entries;
+    _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions, &entries);
+    return Py_BuildValue("{sIsKsKsnsi}", "nodes", (unsigned int)nnodes,
                          "cache_misses", (unsigned long long)misses,
                          "compactions", (unsigned long long)compactions,
+                         "cache_entries", (Py_ssize_t)entries,
                          "asymmetric", _PyTraceMalloc_asymmetric);
 }
 
@@ -441,7 +453,8 @@ static PyMethodDef methods[] = {
      raw_backed_allocation_doc},
     {"check_consistency", check_consistency, METH_NOARGS,
      check_consistency_doc},
-    {"fail_bookkeeping", fail_bookkeeping, METH_O, fail_bookkeeping_doc},
+    {"fail_bookkeeping", fail_bookkeeping, METH_VARARGS,
+     fail_bookkeeping_doc},
     {"fail_barrier", fail_barrier, METH_O, fail_barrier_doc},
     {"engine_stats", engine_stats, METH_NOARGS, engine_stats_doc},
     {NULL, NULL}

@@ -109,7 +109,16 @@ typedef struct {
     uint32_t range;             /* the line's instructions: see frame_memo() */
 } cct_cache_entry;
 
-#define CACHE_BITS 13
+/* The cache starts with 2^CACHE_MIN_BITS entries and doubles, up to
+   2^CACHE_MAX_BITS, each time it has evicted as many filled entries as a
+   quarter of its size, while it has fewer than four entries per node: deep
+   recursion wants one entry per (parent, site), two or three per node, and
+   a cache smaller than that misses at every level whatever its
+   associativity.  A compaction (or clear_traces()) that leaves far fewer
+   nodes shrinks it again, so its size follows the tree, which compaction
+   bounds by the live data. */
+#define CACHE_MIN_BITS 13
+#define CACHE_MAX_BITS 17
 
 /* Second level, behind the cache: the line and the interned filename of
    (code, offset), whatever the caller.  A miss of the first level is
@@ -127,8 +136,7 @@ typedef struct {
 } cct_line_entry;
 
 #define LINE_BITS 11
-#define CACHES_SIZE ((sizeof(cct_cache_entry) << CACHE_BITS) \
-                     + (sizeof(cct_line_entry) << LINE_BITS))
+#define LINES_SIZE (sizeof(cct_line_entry) << LINE_BITS)
 /* A code object's death invalidates only the cache entries of the codes
    that share its slot here (1 in 1024), not the whole cache: code made and
    dropped in a loop (exec, namedtuple, dataclasses) leaves the cache of
@@ -150,7 +158,10 @@ static struct {
     size_t string_index_mask;
     size_t nstrings;
     cct_cache_entry *cache;
-    cct_line_entry *lines;      /* in the same allocation as cache */
+    unsigned int cache_shift;   /* 64 - log2 of the cache's entries */
+    size_t cache_evictions;     /* of filled entries, since the last resize */
+    size_t cache_grow_at;       /* evictions that make it grow */
+    cct_line_entry *lines;
     uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
     size_t memory;
     int pins;                   /* exporters reading nodes without the lock */
@@ -786,13 +797,18 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
 /* ---- frames ------------------------------------------------------------- */
 
 /* The key of the frame caches: CODE at offset LASTI under PARENT, mixed
-   into 64 bits; callers keep its top bits. */
+   into 64 bits; callers keep its top bits.  The parent is mixed in by a
+   multiplication of its own: recursion makes keys that differ only by
+   consecutive parent ids, which this spreads evenly over the cache (with
+   the parent shifted into the bits of one multiplication, 30,000 levels
+   took 15,000 entries of 131,072). */
 static inline uint64_t
 site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent, int lasti)
 {
-    uint64_t x = ((uint64_t)(uintptr_t)code >> 4) ^ ((uint64_t)parent << 20)
+    const uint64_t k = UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t x = ((uint64_t)(uintptr_t)code >> 4)
                  ^ ((uint64_t)(uint32_t)lasti << 40);
-    return x * UINT64_C(0x9E3779B97F4A7C15);
+    return ((x * k) ^ parent) * k;
 }
 
 /* The per-frame memo of the last allocation site (tracemalloc_last): the
@@ -859,11 +875,98 @@ line_of(PyCodeObject *code, int lasti, uint32_t *range)
     return line < 0 ? 0 : line;
 }
 
-/* Slow path of frame_node(): decode the line and intern the node. */
-Py_NO_INLINE static _PyTraceMalloc_Node
-frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
-                PyCodeObject *code, int lasti, int *nomem)
+/* Remember in FRAME's memo that the instructions of RANGE (a line) have
+   NODE. */
+static inline void
+memo_set(_PyInterpreterFrame *frame, uint32_t range, _PyTraceMalloc_Node node)
 {
+    frame->tracemalloc_last = ((uint64_t)range << 32) | node;
+}
+
+/* ---- the shared cache's size -------------------------------------------- */
+
+static inline size_t
+cache_entries(void)
+{
+    return (size_t)1 << (64 - cct.cache_shift);
+}
+
+static void
+cache_schedule_growth(void)
+{
+    cct.cache_evictions = 0;
+    cct.cache_grow_at = 64 - cct.cache_shift < CACHE_MAX_BITS
+                        ? cache_entries() / 4 : SIZE_MAX;
+}
+
+/* Replace the shared cache with one of 2^BITS entries, empty, or with the
+   old entries when KEEP (growth: doubling a direct-mapped cache splits each
+   entry's slot in two, so none is lost).  -1 without memory: the old cache
+   is kept. */
+static int
+cache_resize(unsigned int bits, int keep)
+{
+    size_t n = (size_t)1 << bits;
+    cct_cache_entry *cache = _PyTraceMalloc_RawAlloc(n * sizeof(*cache), 1);
+    if (cache == NULL) {
+        return -1;
+    }
+    size_t old = 0;
+    if (cct.cache != NULL) {
+        old = cache_entries();
+        for (size_t i = 0; keep && i < old; i++) {
+            const cct_cache_entry *e = &cct.cache[i];
+            if (e->code != NULL) {
+                cache[site_hash(e->code, e->parent, e->lasti)
+                      >> (64 - bits)] = *e;
+            }
+        }
+        free(cct.cache);
+    }
+    cct.cache = cache;
+    cct.cache_shift = 64 - bits;
+    cct.memory = cct.memory - old * sizeof(*cache) + n * sizeof(*cache);
+    cache_schedule_growth();
+    return 0;
+}
+
+/* Empty the shared cache (its keys are stale), shrunk to fit LIVE_NODES
+   nodes when it is more than twice too big.  Cannot fail: without memory
+   for a smaller one the old one is emptied. */
+static void
+cache_clear(uint32_t live_nodes)
+{
+    unsigned int bits = CACHE_MIN_BITS;
+    while (bits < CACHE_MAX_BITS && ((size_t)1 << bits) < 2 * (size_t)live_nodes) {
+        bits++;
+    }
+    if (64 - cct.cache_shift <= bits + 1 || cache_resize(bits, 0) < 0) {
+        memset(cct.cache, 0, cache_entries() * sizeof(*cct.cache));
+        cache_schedule_growth();
+    }
+    memset(cct.lines, 0, LINES_SIZE);
+}
+
+/* Enough live entries were evicted since the last resize: double the cache
+   if it has fewer than four entries per node, else count again. */
+Py_NO_INLINE static void
+cache_grow(void)
+{
+    if (cache_entries() >= 4 * (size_t)cct.nnodes
+        || cache_resize(64 - cct.cache_shift + 1, 1) < 0) {
+        cache_schedule_growth();
+    }
+}
+
+/* After a miss of the shared cache in entry E, for FRAME under PARENT:
+   decode the line, intern the node, and put it in the cache and in the
+   frame's memo. */
+Py_NO_INLINE static _PyTraceMalloc_Node
+frame_node_miss(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
+                cct_cache_entry *e, int *nomem)
+{
+    PyCodeObject *code = frame->f_code;
+    int lasti = _PyInterpreterFrame_LASTI(frame);
     cct.cache_misses++;
     uint32_t epoch = cct.code_epochs[code_epoch_slot(code)];
     /* Keyed without the parent: every caller's entry for the site. */
@@ -894,21 +997,18 @@ frame_node_miss(cct_cache_entry *e, _PyTraceMalloc_Node parent,
     if (*nomem) {
         return 0;
     }
+    if (e->code != NULL && ++cct.cache_evictions >= cct.cache_grow_at) {
+        cache_grow();
+        e = &cct.cache[site_hash(code, parent, lasti) >> cct.cache_shift];
+    }
     e->code = code;
     e->parent = parent;
     e->lasti = lasti;
     e->node = node;
     e->epoch = epoch;
     e->range = range;
+    memo_set(frame, range, node);
     return node;
-}
-
-/* Remember in FRAME's memo that the instructions of RANGE (a line) have
-   NODE. */
-static inline void
-memo_set(_PyInterpreterFrame *frame, uint32_t range, _PyTraceMalloc_Node node)
-{
-    frame->tracemalloc_last = ((uint64_t)range << 32) | node;
 }
 
 /* 1 and the node in *NODE if FRAME's memo covers its current instruction
@@ -938,7 +1038,7 @@ site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
     PyCodeObject *code = frame->f_code;
     int lasti = _PyInterpreterFrame_LASTI(frame);
     cct_cache_entry *e = &cct.cache[site_hash(code, parent, lasti)
-                                    >> (64 - CACHE_BITS)];
+                                    >> cct.cache_shift];
     if (e->code == code && e->parent == parent && e->lasti == lasti
         && e->epoch == cct.code_epochs[code_epoch_slot(code)]) {
         *node = e->node;
@@ -947,20 +1047,6 @@ site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
     }
     *entry = e;
     return 0;
-}
-
-/* After site_cached() missed: the node of FRAME under PARENT from its
-   line, into the cache entry E it probed and the frame's memo. */
-static inline _PyTraceMalloc_Node
-site_fill(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
-          cct_cache_entry *e, int *nomem)
-{
-    _PyTraceMalloc_Node node = frame_node_miss(
-        e, parent, frame->f_code, _PyInterpreterFrame_LASTI(frame), nomem);
-    if (!*nomem) {
-        memo_set(frame, e->range, node);
-    }
-    return node;
 }
 
 /* The node of FRAME at its current instruction, its caller's node being
@@ -975,7 +1061,7 @@ frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame,
     if (frame_memo(frame, &node) || site_cached(frame, parent, &node, &e)) {
         return node;
     }
-    return site_fill(frame, parent, e, nomem);
+    return frame_node_miss(frame, parent, e, nomem);
 }
 
 static inline _PyInterpreterFrame *
@@ -1093,13 +1179,13 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
     return nomem ? UINT32_MAX : node;
 }
 
-/* site_fill() out of line, for the hooks: UINT32_MAX when out of memory. */
+/* frame_node_miss() for the hooks: UINT32_MAX when out of memory. */
 Py_NO_INLINE static _PyTraceMalloc_Node
 site_fill_slow(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
                cct_cache_entry *e)
 {
     int nomem = 0;
-    _PyTraceMalloc_Node node = site_fill(frame, parent, e, &nomem);
+    _PyTraceMalloc_Node node = frame_node_miss(frame, parent, e, &nomem);
     return nomem ? UINT32_MAX : node;
 }
 
@@ -1165,7 +1251,7 @@ cct_recount_memory(void)
         memory += (cct.string_index_mask + 1) * sizeof(cct_string *);
     }
     if (cct.cache != NULL) {
-        memory += CACHES_SIZE;
+        memory += cache_entries() * sizeof(*cct.cache) + LINES_SIZE;
     }
     memory += cct.dirty_cap * (sizeof(*cct.dirty) + sizeof(*cct.peaks));
     if (cct.domains != NULL) {
@@ -1399,8 +1485,8 @@ cct_compact(void)
     }
     /* Ids changed: the (parent, code, offset) cache and every frame's
        cached parent are stale. */
-    memset(cct.cache, 0, CACHES_SIZE);     /* and the line cache: filename
-                                              copies were freed */
+    cache_clear(next);          /* and the line cache: filename copies
+                                   were freed */
     _PyTraceMalloc_cct_generation++;
     if (_PyTraceMalloc_cct_generation == 0) {
         _PyTraceMalloc_cct_generation = 1;
@@ -1477,9 +1563,9 @@ _PyTraceMalloc_CCTReset_unlocked(void)
     cct.ndomains_dirty = 0;
     tm_store.peak_pending = 0;
     if (cct.cache != NULL) {
-        /* Kept, emptied: clear_traces() cannot fail for want of memory,
-           and tracing goes on with a working cache. */
-        memset(cct.cache, 0, CACHES_SIZE);
+        /* Kept, emptied (shrunk if it can): clear_traces() cannot fail
+           for want of memory, and tracing goes on with a working cache. */
+        cache_clear(1);
     }
     cct_recount_memory();
     _PyTraceMalloc_cct_generation++;
@@ -1493,12 +1579,13 @@ int
 _PyTraceMalloc_CCTStart_unlocked(void)
 {
     if (cct.cache == NULL) {
-        cct.cache = _PyTraceMalloc_RawAlloc(CACHES_SIZE, 1);
-        if (cct.cache == NULL) {
+        cct.lines = _PyTraceMalloc_RawAlloc(LINES_SIZE, 1);
+        if (cct.lines == NULL || cache_resize(CACHE_MIN_BITS, 0) < 0) {
+            free(cct.lines);
+            cct.lines = NULL;
             return -1;
         }
-        cct.lines = (cct_line_entry *)(cct.cache + ((size_t)1 << CACHE_BITS));
-        cct.memory += CACHES_SIZE;
+        cct.memory += LINES_SIZE;
     }
     /* Node 0's peak totals, and room for the first chunk of nodes. */
     if (dirty_reserve((size_t)1 << CHUNK0_BITS) < 0) {
@@ -1515,6 +1602,7 @@ _PyTraceMalloc_CCTRelease_unlocked(void)
 {
     _PyTraceMalloc_CCTReset_unlocked();
     free(cct.cache);
+    free(cct.lines);
     cct.cache = NULL;
     cct.lines = NULL;
     free(cct.peaks);
@@ -1620,11 +1708,12 @@ _PyTraceMalloc_CCTUnpin(void)
 
 void
 _PyTraceMalloc_CCTStats(uint32_t *nnodes, uint64_t *cache_misses,
-                        uint64_t *compactions)
+                        uint64_t *compactions, size_t *entries)
 {
     _PyTraceMalloc_Lock();
     *nnodes = cct.nnodes;
     *cache_misses = cct.cache_misses;
     *compactions = cct.compactions;
+    *entries = cct.cache != NULL ? cache_entries() : 0;
     _PyTraceMalloc_Unlock();
 }

@@ -254,20 +254,23 @@ tm_atfork_child(void)
 
 /* ---- the engine's own memory -------------------------------------------- */
 
-static int tm_fail_countdown;   /* protected by the lock (tests only) */
+/* Protected by the lock (tests only) */
+static int tm_fail_countdown;
+static size_t tm_fail_min_size;
 
 void
-_PyTraceMalloc_FailBookkeeping(int n)
+_PyTraceMalloc_FailBookkeeping(int n, size_t min_size)
 {
     _PyTraceMalloc_Lock();
     tm_fail_countdown = n;
+    tm_fail_min_size = min_size;
     _PyTraceMalloc_Unlock();
 }
 
 void *
 _PyTraceMalloc_RawAlloc(size_t size, int zero)
 {
-    if (tm_fail_countdown > 0) {
+    if (tm_fail_countdown > 0 && size >= tm_fail_min_size) {
         tm_fail_countdown--;
         return NULL;
     }

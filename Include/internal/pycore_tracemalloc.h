@@ -200,10 +200,12 @@ typedef struct {
 } _PyTraceMalloc_CCTView;
 extern void _PyTraceMalloc_CCTPin_unlocked(_PyTraceMalloc_CCTView *view);
 extern void _PyTraceMalloc_CCTUnpin(void);
-/* Node count, cache misses and compactions so far (for the tests). */
+/* Node count, cache misses and compactions so far, and the shared site
+   cache's entries (for the tests). */
 PyAPI_FUNC(void) _PyTraceMalloc_CCTStats(uint32_t *nnodes,
                                          uint64_t *cache_misses,
-                                         uint64_t *compactions);
+                                         uint64_t *compactions,
+                                         size_t *cache_entries);
 /* The same view for a reader inside the engine (no pin needed). */
 extern void _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view);
 extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
@@ -355,11 +357,12 @@ extern void _PyTraceMalloc_StoreTotals_unlocked(size_t *current,
 extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
 extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
 /* For Modules/_testtracemalloc.c (tests only): the full store check, and
-   fault injection: the next N bookkeeping allocations fail, or the next N
-   process-wide barriers (returns 0 if this build has none). */
+   fault injection: the next N bookkeeping allocations of at least MIN_SIZE
+   bytes fail, or the next N process-wide barriers (returns 0 if this build
+   has none). */
 PyAPI_FUNC(int) _PyTraceMalloc_StoreCheck(char *why, size_t why_size,
                                           uint64_t *ntraces);
-PyAPI_FUNC(void) _PyTraceMalloc_FailBookkeeping(int n);
+PyAPI_FUNC(void) _PyTraceMalloc_FailBookkeeping(int n, size_t min_size);
 PyAPI_FUNC(int) _PyTraceMalloc_FailBarrier(int n);
 /* malloc() for the engine's own memory, honouring fault injection. */
 extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);

@@ -451,6 +451,131 @@ class CodeCacheTest(EngineTestCase):
         self.assertLess(misses_in_alloc, 20)
 
 
+def one_site_per_level(n):
+    # One node per level, and one key of the shared site cache per level:
+    # (the level's parent node, this code, the call's offset; the list is
+    # built on the same line, so it hits the frame's memo).  The levels'
+    # lists stay alive, so that no compaction drops their nodes.
+    return [n, one_site_per_level(n - 1) if n else None]
+
+
+class SiteCacheSizeTest(EngineTestCase):
+    """The shared site cache grows with the tree when the tree outgrows it,
+    and shrinks when the tree does (Doc/internals/tracemalloc-engine.rst)."""
+
+    DEPTH = 30_000      # keys: about four times the cache's first size
+
+    def setUp(self):
+        super().setUp()
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(self.DEPTH + 1000)
+        self.addCleanup(sys.setrecursionlimit, limit)
+
+    def entries(self):
+        return _testtracemalloc.engine_stats()['cache_entries']
+
+    def round_misses(self):
+        before = _testtracemalloc.engine_stats()['cache_misses']
+        self.keep = None
+        self.keep = one_site_per_level(self.DEPTH)
+        return _testtracemalloc.engine_stats()['cache_misses'] - before
+
+    def test_grows_until_a_deep_recursion_fits(self):
+        self.start(1)
+        self.addCleanup(setattr, self, 'keep', None)
+        first_size = self.entries()
+        first = self.round_misses()
+        # Every level is new: one miss each.
+        self.assertGreaterEqual(first, self.DEPTH)
+        for _ in range(10):
+            last = self.round_misses()
+        stats = _testtracemalloc.engine_stats()
+        self.assertGreater(stats['cache_entries'], first_size)
+        # Never more than four entries per node (and a power of two).
+        self.assertLess(stats['cache_entries'], 8 * stats['nodes'])
+        # A cache of the first size keeps at most first_size of the keys: a
+        # round would miss at least DEPTH - first_size of them (21,808
+        # here).  Grown, only the keys that share an entry miss.
+        self.assertLess(last, (self.DEPTH - first_size) // 2)
+        self.check_consistency()
+
+    def test_shrinks_when_the_tree_does(self):
+        self.start(1)
+        first_size = self.entries()
+        for _ in range(6):
+            self.round_misses()
+        self.keep = None
+        grown = self.entries()
+        self.assertGreater(grown, first_size)
+        memory = engine_memory()
+        tracemalloc.clear_traces()
+        self.assertEqual(self.entries(), first_size)
+        # The smaller cache is given back (32 bytes an entry).
+        self.assertLess(engine_memory(), memory - (grown - first_size) * 16)
+        # And it still works.
+        line = sys._getframe().f_lineno + 1
+        obj = [1]
+        self.assertEqual(tracemalloc.get_object_traceback(obj)[0].lineno,
+                         line)
+        self.check_consistency()
+
+    def test_compaction_shrinks_it(self):
+        self.start(1)
+        first_size = self.entries()
+        for _ in range(6):
+            self.round_misses()
+        self.keep = None
+        # The peak's totals keep the nodes that held it.
+        tracemalloc.reset_peak()
+        self.assertGreater(self.entries(), first_size)
+        compactions = _testtracemalloc.engine_stats()['compactions']
+        # Paths seen once and gone: the next compaction keeps few nodes.
+        i = 0
+        while _testtracemalloc.engine_stats()['compactions'] == compactions:
+            diverging_root(i % ROOT_BRANCHES, 100)
+            i += 1
+        stats = _testtracemalloc.engine_stats()
+        self.assertLess(stats['nodes'], 1000)
+        self.assertEqual(stats['cache_entries'], first_size)
+        self.check_consistency()
+
+    def test_growth_without_memory_keeps_the_cache(self):
+        # Two trees whose keys compete for the cache's entries: taking
+        # turns, they evict each other until the cache grows.
+        def level_b(n):
+            return [n, level_b(n - 1) if n else None]
+        depth = 20_000
+        self.start(1)
+        first_size = self.entries()
+        a = one_site_per_level(depth)
+        b = level_b(depth)
+        size = self.entries()
+        self.assertGreater(size, first_size)
+        # Fail only the cache's growth: the engine's other allocations
+        # (pool slot arrays, a few KiB) go on.
+        _testtracemalloc.fail_bookkeeping(10**9, 32 * size * 2)
+        try:
+            for _ in range(8):
+                a = None
+                a = one_site_per_level(depth)
+                b = None
+                b = level_b(depth)
+        finally:
+            _testtracemalloc.fail_bookkeeping(0)
+        self.assertEqual(self.entries(), size)
+        self.check_consistency()
+        self.assertEqual(tracemalloc.get_object_traceback(b)[0].lineno,
+                         level_b.__code__.co_firstlineno + 1)
+        # With memory back, it grows.
+        for _ in range(8):
+            a = None
+            a = one_site_per_level(depth)
+            b = None
+            b = level_b(depth)
+        self.assertGreater(self.entries(), size)
+        self.check_consistency()
+
+
 class PymallocBookkeepingTest(EngineTestCase):
 
     def test_arena_array_and_radix_nodes_are_not_traced(self):
