@@ -110,13 +110,15 @@ typedef struct {
 } cct_cache_entry;
 
 /* The cache starts with 2^CACHE_MIN_BITS entries and doubles, up to
-   2^CACHE_MAX_BITS, each time it has evicted as many filled entries as a
-   quarter of its size, while it has fewer than four entries per node: deep
+   2^CACHE_MAX_BITS, while it has fewer than four entries per node, each
+   time it has missed as many known paths as it has entries (a miss
+   that evicts a filled entry and finds the node already in the tree): deep
    recursion wants one entry per (parent, site), two or three per node, and
    a cache smaller than that misses at every level whatever its
-   associativity.  A compaction (or clear_traces()) that leaves far fewer
-   nodes shrinks it again, so its size follows the tree, which compaction
-   bounds by the live data. */
+   associativity.  Misses on new paths do not count: a program whose paths
+   keep changing would pay for a big cache and gain nothing.  A compaction
+   (or clear_traces()) that leaves far fewer nodes shrinks it again, so its
+   size follows the tree, which compaction bounds by the live data. */
 #define CACHE_MIN_BITS 13
 #define CACHE_MAX_BITS 17
 
@@ -159,7 +161,7 @@ static struct {
     size_t nstrings;
     cct_cache_entry *cache;
     unsigned int cache_shift;   /* 64 - log2 of the cache's entries */
-    size_t cache_evictions;     /* of filled entries, since the last resize */
+    size_t cache_evictions;     /* of known paths, since the last resize */
     size_t cache_grow_at;       /* evictions that make it grow */
     cct_line_entry *lines;
     uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
@@ -896,7 +898,7 @@ cache_schedule_growth(void)
 {
     cct.cache_evictions = 0;
     cct.cache_grow_at = 64 - cct.cache_shift < CACHE_MAX_BITS
-                        ? cache_entries() / 4 : SIZE_MAX;
+                        ? cache_entries() : SIZE_MAX;
 }
 
 /* Replace the shared cache with one of 2^BITS entries, empty, or with the
@@ -993,11 +995,15 @@ frame_node_miss(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
         le->range = range;
         le->filename = filename;
     }
+    uint32_t nnodes = cct.nnodes;
     _PyTraceMalloc_Node node = node_intern(parent, filename, lineno, nomem);
     if (*nomem) {
         return 0;
     }
-    if (e->code != NULL && ++cct.cache_evictions >= cct.cache_grow_at) {
+    /* A path seen before, whose entry another key took: the cache is too
+       small for the tree (a new path would have missed anyway). */
+    if (e->code != NULL && cct.nnodes == nnodes
+        && ++cct.cache_evictions >= cct.cache_grow_at) {
         cache_grow();
         e = &cct.cache[site_hash(code, parent, lasti) >> cct.cache_shift];
     }

@@ -519,6 +519,27 @@ class SiteCacheSizeTest(EngineTestCase):
                          line)
         self.check_consistency()
 
+    def test_new_paths_do_not_grow_it(self):
+        # A program whose paths keep changing misses on every new path,
+        # whatever the cache's size: growing would only cost memory.
+        self.start(1)
+        # Live traces, so that compactions are rare (each would empty the
+        # cache and restart its count).
+        ballast = [object() for _ in range(200_000)]
+        # The first compaction comes early; the next one after 50,000 new
+        # nodes (a quarter of the live traces).
+        for i in range(10):
+            diverging_root(i, 100)
+        first_size = self.entries()
+        stats = _testtracemalloc.engine_stats()
+        for i in range(10, ROOT_BRANCHES):
+            diverging_root(i, 100)
+        after = _testtracemalloc.engine_stats()
+        self.assertGreater(after['cache_misses'] - stats['cache_misses'],
+                           4 * first_size)
+        self.assertEqual(after['compactions'], stats['compactions'])
+        self.assertEqual(after['cache_entries'], first_size)
+
     def test_compaction_shrinks_it(self):
         self.start(1)
         first_size = self.entries()
@@ -549,6 +570,11 @@ class SiteCacheSizeTest(EngineTestCase):
         first_size = self.entries()
         a = one_site_per_level(depth)
         b = level_b(depth)
+        for _ in range(3):
+            a = None
+            a = one_site_per_level(depth)
+            b = None
+            b = level_b(depth)
         size = self.entries()
         self.assertGreater(size, first_size)
         # Fail only the cache's growth: the engine's other allocations
