@@ -48,7 +48,8 @@ PyDoc_STRVAR(fail_bookkeeping_doc,
 "fail_bookkeeping($module, n, min_size=0, /)\n--\n\n"
 "Make the next n allocations of the engine's own bookkeeping fail; with\n"
 "min_size, only those of at least min_size bytes (the others succeed and\n"
-"are not counted).");
+"are not counted).  Returns how many failures the previous call had left\n"
+"to inject.");
 
 static PyObject *
 fail_bookkeeping(PyObject *module, PyObject *args)
@@ -64,8 +65,7 @@ fail_bookkeeping(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "min_size must not be negative");
         return NULL;
     }
-    _PyTraceMalloc_FailBookkeeping(n, (size_t)min_size);
-    Py_RETURN_NONE;
+    return PyLong_FromLong(_PyTraceMalloc_FailBookkeeping(n, (size_t)min_size));
 }
 
 PyDoc_STRVAR(fail_barrier_doc,

@@ -258,13 +258,15 @@ tm_atfork_child(void)
 static int tm_fail_countdown;
 static size_t tm_fail_min_size;
 
-void
+int
 _PyTraceMalloc_FailBookkeeping(int n, size_t min_size)
 {
     _PyTraceMalloc_Lock();
+    int left = tm_fail_countdown;
     tm_fail_countdown = n;
     tm_fail_min_size = min_size;
     _PyTraceMalloc_Unlock();
+    return left;
 }
 
 void *

@@ -358,11 +358,11 @@ extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
 extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
 /* For Modules/_testtracemalloc.c (tests only): the full store check, and
    fault injection: the next N bookkeeping allocations of at least MIN_SIZE
-   bytes fail, or the next N process-wide barriers (returns 0 if this build
-   has none). */
+   bytes fail (returns how many the previous call had left), or the next N
+   process-wide barriers (returns 0 if this build has none). */
 PyAPI_FUNC(int) _PyTraceMalloc_StoreCheck(char *why, size_t why_size,
                                           uint64_t *ntraces);
-PyAPI_FUNC(void) _PyTraceMalloc_FailBookkeeping(int n, size_t min_size);
+PyAPI_FUNC(int) _PyTraceMalloc_FailBookkeeping(int n, size_t min_size);
 PyAPI_FUNC(int) _PyTraceMalloc_FailBarrier(int n);
 /* malloc() for the engine's own memory, honouring fault injection. */
 extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);

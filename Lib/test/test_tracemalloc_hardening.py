@@ -561,43 +561,28 @@ class SiteCacheSizeTest(EngineTestCase):
         self.check_consistency()
 
     def test_growth_without_memory_keeps_the_cache(self):
-        # Two trees whose keys compete for the cache's entries: taking
-        # turns, they evict each other until the cache grows.
-        def level_b(n):
-            return [n, level_b(n - 1) if n else None]
-        depth = 20_000
         self.start(1)
-        first_size = self.entries()
-        a = one_site_per_level(depth)
-        b = level_b(depth)
-        for _ in range(3):
-            a = None
-            a = one_site_per_level(depth)
-            b = None
-            b = level_b(depth)
+        self.addCleanup(setattr, self, 'keep', None)
+        self.round_misses()     # the tree's nodes
         size = self.entries()
-        self.assertGreater(size, first_size)
-        # Fail only the cache's growth: the engine's other allocations
-        # (pool slot arrays, a few KiB) go on.
-        _testtracemalloc.fail_bookkeeping(10**9, 32 * size * 2)
+        # Fail every allocation of twice the cache's size or more: only its
+        # growth asks for that much (the tree's nodes exist already).
+        attempts = 10**6
+        _testtracemalloc.fail_bookkeeping(attempts, 2 * 32 * size)
         try:
-            for _ in range(8):
-                a = None
-                a = one_site_per_level(depth)
-                b = None
-                b = level_b(depth)
+            for _ in range(3):
+                misses = self.round_misses()
+                self.assertGreater(misses, size)
+                self.assertEqual(self.entries(), size)
         finally:
-            _testtracemalloc.fail_bookkeeping(0)
-        self.assertEqual(self.entries(), size)
+            left = _testtracemalloc.fail_bookkeeping(0)
+        self.assertLess(left, attempts, 'the growth was not attempted')
         self.check_consistency()
-        self.assertEqual(tracemalloc.get_object_traceback(b)[0].lineno,
-                         level_b.__code__.co_firstlineno + 1)
+        self.assertEqual(tracemalloc.get_object_traceback(self.keep)[0].lineno,
+                         one_site_per_level.__code__.co_firstlineno + 5)
         # With memory back, it grows.
-        for _ in range(8):
-            a = None
-            a = one_site_per_level(depth)
-            b = None
-            b = level_b(depth)
+        for _ in range(5):
+            self.round_misses()
         self.assertGreater(self.entries(), size)
         self.check_consistency()
 
