@@ -499,7 +499,9 @@ class SiteCacheSizeTest(EngineTestCase):
         self.assertLess(last, (self.DEPTH - first_size) // 2)
         self.check_consistency()
 
-    def test_shrinks_when_the_tree_does(self):
+    def grow_and_drop(self):
+        """Grow the cache with a deep tree, drop the tree's traces; return
+        the cache's first and grown sizes."""
         self.start(1)
         first_size = self.entries()
         for _ in range(6):
@@ -507,6 +509,10 @@ class SiteCacheSizeTest(EngineTestCase):
         self.keep = None
         grown = self.entries()
         self.assertGreater(grown, first_size)
+        return first_size, grown
+
+    def test_shrinks_when_the_tree_does(self):
+        first_size, grown = self.grow_and_drop()
         memory = engine_memory()
         tracemalloc.clear_traces()
         self.assertEqual(self.entries(), first_size)
@@ -541,14 +547,9 @@ class SiteCacheSizeTest(EngineTestCase):
         self.assertEqual(after['cache_entries'], first_size)
 
     def test_compaction_shrinks_it(self):
-        self.start(1)
-        first_size = self.entries()
-        for _ in range(6):
-            self.round_misses()
-        self.keep = None
+        first_size, grown = self.grow_and_drop()
         # The peak's totals keep the nodes that held it.
         tracemalloc.reset_peak()
-        self.assertGreater(self.entries(), first_size)
         compactions = _testtracemalloc.engine_stats()['compactions']
         # Paths seen once and gone: the next compaction keeps few nodes.
         i = 0
