@@ -939,7 +939,8 @@ static void
 cache_clear(uint32_t live_nodes)
 {
     unsigned int bits = CACHE_MIN_BITS;
-    while (bits < CACHE_MAX_BITS && ((size_t)1 << bits) < 2 * (size_t)live_nodes) {
+    while (bits < CACHE_MAX_BITS
+           && ((size_t)1 << bits) < 2 * (size_t)live_nodes) {
         bits++;
     }
     if (64 - cct.cache_shift <= bits + 1 || cache_resize(bits, 0) < 0) {
@@ -949,8 +950,9 @@ cache_clear(uint32_t live_nodes)
     memset(cct.lines, 0, LINES_SIZE);
 }
 
-/* Enough live entries were evicted since the last resize: double the cache
-   if it has fewer than four entries per node, else count again. */
+/* The cache missed as many known paths as it has entries since the last
+   resize: double it if it has fewer than four entries per node, else count
+   again. */
 Py_NO_INLINE static void
 cache_grow(void)
 {
@@ -1187,7 +1189,7 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
 
 /* frame_node_miss() for the hooks: UINT32_MAX when out of memory. */
 Py_NO_INLINE static _PyTraceMalloc_Node
-site_fill_slow(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
+frame_node_miss_hook(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
                cct_cache_entry *e)
 {
     int nomem = 0;
@@ -1215,7 +1217,7 @@ current_node(PyThreadState *tstate)
                 || site_cached(frame, parent, &node, &e)) {
                 return node;
             }
-            return site_fill_slow(frame, parent, e);
+            return frame_node_miss_hook(frame, parent, e);
         }
     }
     return _PyTraceMalloc_CurrentNode_unlocked(tstate);
