@@ -108,9 +108,11 @@ sanitizer-test: prepare
 	    test.test_tracemalloc_threads test.test_tracemalloc_module \
 	    test.test_tracemalloc_fuzz_corpus
 	# A slice of the regression suite, traced: what the engine meets most.
+	# -W prints a failing test's output (which test, what it said), still
+	# as a failure.
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1 PYTHONTRACEMALLOC=25 ./python -m test \
-	    -j$(JOBS) --timeout=3600 $(SANITIZER_SLICE)
+	    -j$(JOBS) -W --timeout=3600 $(SANITIZER_SLICE)
 
 # The engine with clang instead of gcc, in another out-of-tree build: the
 # conformance suite and the engine's tests under it.
