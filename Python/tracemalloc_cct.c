@@ -1604,15 +1604,16 @@ _PyTraceMalloc_CCTStart_unlocked(void)
     return 0;
 }
 
-/* Give back the cache too (stop()). */
+/* Give back the cache too (stop()).  Freed first, so that the reset does
+   not empty it, nor shrink it into a new allocation. */
 void
 _PyTraceMalloc_CCTRelease_unlocked(void)
 {
-    _PyTraceMalloc_CCTReset_unlocked();
     free(cct.cache);
     free(cct.lines);
     cct.cache = NULL;
     cct.lines = NULL;
+    _PyTraceMalloc_CCTReset_unlocked();
     free(cct.peaks);
     free(cct.dirty);
     cct.peaks = NULL;

@@ -314,23 +314,29 @@ table_hash(unsigned int domain, uintptr_t ptr)
     return (size_t)(x >> 20);
 }
 
+/* The entry of (DOMAIN, PTR) in the table, or the empty entry where it
+   would go (the table must exist). */
+static inline table_entry *
+table_probe(unsigned int domain, uintptr_t ptr)
+{
+    size_t i = table_hash(domain, ptr) & tm_store.mask;
+    for (;;) {
+        table_entry *e = &tm_store.entries[i];
+        if (e->ptr == 0 || (e->ptr == ptr && e->domain == domain)) {
+            return e;
+        }
+        i = (i + 1) & tm_store.mask;
+    }
+}
+
 static table_entry *
 table_find(unsigned int domain, uintptr_t ptr)
 {
     if (tm_store.entries == NULL) {
         return NULL;
     }
-    size_t i = table_hash(domain, ptr) & tm_store.mask;
-    for (;;) {
-        table_entry *e = &tm_store.entries[i];
-        if (e->ptr == 0) {
-            return NULL;
-        }
-        if (e->ptr == ptr && e->domain == domain) {
-            return e;
-        }
-        i = (i + 1) & tm_store.mask;
-    }
+    table_entry *e = table_probe(domain, ptr);
+    return e->ptr != 0 ? e : NULL;
 }
 
 /* The empty entry of ENTRIES where (DOMAIN, PTR) goes (not in it yet). */
@@ -468,15 +474,7 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
     if (tm_store.entries == NULL && table_grow() < 0) {
         return -1;
     }
-    size_t i = table_hash(domain, ptr) & tm_store.mask;
-    table_entry *e;
-    for (;;) {
-        e = &tm_store.entries[i];
-        if (e->ptr == 0 || (e->ptr == ptr && e->domain == domain)) {
-            break;
-        }
-        i = (i + 1) & tm_store.mask;
-    }
+    table_entry *e = table_probe(domain, ptr);
     if (e->ptr != 0) {
         _PyTraceMalloc_Node old = e->node == UINT32_MAX ? 0 : e->node;
         cct_peak_before_decrease();
