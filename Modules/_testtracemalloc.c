@@ -89,7 +89,8 @@ PyDoc_STRVAR(engine_stats_doc,
 "Internal counters of the call-context tree, as a dict: nodes (ids in\n"
 "use), cache_misses (line decodes), compactions, cache_entries (size of\n"
 "the shared site cache, 0 when not tracing), asymmetric (1 while the\n"
-"engine lock uses membarrier(2)).");
+"engine lock uses membarrier(2)), blocks_exact (1 while the mem and obj\n"
+"allocators are known ones, whose blocks the hooks find without checks).");
 
 static PyObject *
 engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -98,11 +99,12 @@ engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
     uint64_t misses, compactions;
     size_t entries;
     _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions, &entries);
-    return Py_BuildValue("{sIsKsKsnsi}", "nodes", (unsigned int)nnodes,
+    return Py_BuildValue("{sIsKsKsnsisi}", "nodes", (unsigned int)nnodes,
                          "cache_misses", (unsigned long long)misses,
                          "compactions", (unsigned long long)compactions,
                          "cache_entries", (Py_ssize_t)entries,
-                         "asymmetric", _PyTraceMalloc_asymmetric);
+                         "asymmetric", _PyTraceMalloc_asymmetric,
+                         "blocks_exact", (int)_PyTraceMalloc_blocks_exact);
 }
 
 /* A user allocator of the mem domain written on the public raw API, as
@@ -204,6 +206,114 @@ raw_backed_allocation(PyObject *module, PyObject *arg)
     }
     return Py_BuildValue("(NNNN)", result[0], result[1], result[2],
                          result[3]);
+}
+
+/* A user allocator of the mem domain that wraps the one it replaces (for
+   pymalloc: blocks in its pools) and shifts every block by a header of its
+   own, so that the caller's pointer is not where a pool block starts. */
+static PyMemAllocatorEx shifted_base;
+
+static void *
+shifted_malloc(void *ctx, size_t size)
+{
+    char *p = shifted_base.malloc(shifted_base.ctx, size + HEADER);
+    return p ? p + HEADER : NULL;
+}
+
+static void *
+shifted_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    if (elsize != 0 && nelem > (PY_SSIZE_T_MAX - HEADER) / elsize) {
+        return NULL;
+    }
+    char *p = shifted_base.calloc(shifted_base.ctx, 1,
+                                  nelem * elsize + HEADER);
+    return p ? p + HEADER : NULL;
+}
+
+static void *
+shifted_realloc(void *ctx, void *ptr, size_t size)
+{
+    char *p = shifted_base.realloc(shifted_base.ctx,
+                                   ptr ? (char *)ptr - HEADER : NULL,
+                                   size + HEADER);
+    return p ? p + HEADER : NULL;
+}
+
+static void
+shifted_free(void *ctx, void *ptr)
+{
+    if (ptr != NULL) {
+        shifted_base.free(shifted_base.ctx, (char *)ptr - HEADER);
+    }
+}
+
+PyDoc_STRVAR(shifted_allocation_doc,
+"shifted_allocation($module, count, size, /)\n--\n\n"
+"With a user allocator installed for the mem domain that wraps the\n"
+"current one and puts a 16-byte header of its own in front of each block,\n"
+"allocate COUNT blocks of SIZE bytes with PyMem_Malloc() and return the\n"
+"traceback of each (None if it has no trace); the blocks are freed and the\n"
+"allocator removed before returning.");
+
+static PyObject *
+shifted_allocation(PyObject *module, PyObject *args)
+{
+    Py_ssize_t count, size;
+    if (!PyArg_ParseTuple(args, "nn", &count, &size)) {
+        return NULL;
+    }
+    if (count < 1 || count > 4096 || size < 0 || size > 4096) {
+        PyErr_SetString(PyExc_ValueError,
+                        "count must be in [1; 4096], size in [0; 4096]");
+        return NULL;
+    }
+    PyObject *result = PyList_New(count);
+    if (result == NULL) {
+        return NULL;
+    }
+    void **blocks = PyMem_RawCalloc((size_t)count, sizeof(void *));
+    if (blocks == NULL) {
+        Py_DECREF(result);
+        return PyErr_NoMemory();
+    }
+    PyMemAllocatorEx saved;
+    PyMemAllocatorEx alloc = {NULL, shifted_malloc, shifted_calloc,
+                              shifted_realloc, shifted_free};
+    /* As in raw_backed_allocation(): nothing else may use the mem domain
+       while it is installed (the lookups use the object domain).  The
+       tracebacks are many objects: no collection may run meanwhile and
+       free another block of the mem domain through this allocator. */
+    int gc_was_enabled = PyGC_Disable();
+    PyMem_GetAllocator(PYMEM_DOMAIN_MEM, &saved);
+    shifted_base = saved;
+    PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &alloc);
+    int nomem = 0;
+    for (Py_ssize_t i = 0; i < count && !nomem; i++) {
+        blocks[i] = PyMem_Malloc((size_t)size);
+        nomem = blocks[i] == NULL;
+    }
+    for (Py_ssize_t i = 0; i < count && !nomem; i++) {
+        PyObject *tb = _PyTraceMalloc_GetTraceback(0, (uintptr_t)blocks[i]);
+        if (tb == NULL && PyErr_Occurred()) {
+            nomem = 1;
+            break;
+        }
+        PyList_SET_ITEM(result, i, tb ? tb : Py_NewRef(Py_None));
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyMem_Free(blocks[i]);
+    }
+    PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &saved);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    PyMem_RawFree(blocks);
+    if (nomem) {
+        Py_DECREF(result);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    return result;
 }
 
 /* Single allocator operations for the peak oracle: each call does exactly
@@ -451,6 +561,8 @@ static PyMethodDef methods[] = {
     {"resume", resume, METH_NOARGS, resume_doc},
     {"raw_backed_allocation", raw_backed_allocation, METH_O,
      raw_backed_allocation_doc},
+    {"shifted_allocation", shifted_allocation, METH_VARARGS,
+     shifted_allocation_doc},
     {"check_consistency", check_consistency, METH_NOARGS,
      check_consistency_doc},
     {"fail_bookkeeping", fail_bookkeeping, METH_VARARGS,

@@ -30,6 +30,7 @@
 _PyTraceMalloc_PoolCacheEntry _PyTraceMalloc_pool_cache[
     _PyTraceMalloc_POOL_CACHE_SIZE];
 uint32_t _PyTraceMalloc_caller_skew;
+uint32_t _PyTraceMalloc_blocks_exact;
 
 #if TM_POOL_SLOTS
 
@@ -283,6 +284,9 @@ _PyTraceMalloc_PoolSlotsClear(void)
        debug hooks, else 0. */
     _PyTraceMalloc_caller_skew = _PyMem_DebugEnabled() ? 2 * sizeof(size_t)
                                                         : 0;
+    /* Exact for the allocators Python knows (PYTHONMALLOC's), whose skew
+       that is; unknown under a user's, until the next clear. */
+    _PyTraceMalloc_blocks_exact = _PyMem_GetCurrentAllocatorName() != NULL;
     pool_cache_clear();
 }
 

@@ -137,10 +137,11 @@ fresh_forget(void *ptr)
 }
 
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
-   not get memory.  Inline: the hooks call it with GIL_HELD constant. */
+   not get memory.  Inline: the hooks call it with GIL_HELD constant.
+   BLOCK: PTR is a block the allocator just returned (see store_add()). */
 static inline int
 trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
-          int pooled)
+          int pooled, int block)
 {
     PyThreadState *tstate;
     int side = engine_enter(gil_held, &tstate);
@@ -154,7 +155,8 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
             res = -1;
         }
         else {
-            res = store_add(domain, (uintptr_t)ptr, size, node, pooled);
+            res = store_add(domain, (uintptr_t)ptr, size, node, pooled,
+                            block);
             if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
                 && side) {
                 /* Only with the GIL: objects are made with it. */
@@ -169,9 +171,9 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
 /* The same, out of line, for the paths that are not hot. */
 Py_NO_INLINE static int
 trace_add_slow(unsigned int domain, void *ptr, size_t size, int gil_held,
-               int pooled)
+               int pooled, int block)
 {
-    return trace_add(domain, ptr, size, gil_held, pooled);
+    return trace_add(domain, ptr, size, gil_held, pooled, block);
 }
 
 /* May a block that ALLOC just returned for SIZE bytes lie in one of
@@ -199,7 +201,7 @@ traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
     if (ptr != NULL && tm_untraced_depth == 0
         && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
-                     fresh_block_pooled(size, gil_held)) < 0) {
+                     fresh_block_pooled(size, gil_held), 1) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
@@ -241,7 +243,7 @@ trace_remove(void *ptr, int gil_held)
     fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
     if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                     &node, &size, gil_held)) {
+                     &node, &size, gil_held, 1)) {
         remember_removed(ptr, node);
     }
     engine_leave(side);
@@ -278,7 +280,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     uint32_t generation = _PyTraceMalloc_cct_generation;
     int had_trace = store_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
                                  (uintptr_t)ptr, &old_node, &old_size,
-                                 gil_held);
+                                 gil_held, 1);
     if (had_trace) {
         remember_removed(ptr, old_node);
     }
@@ -310,7 +312,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
        exact, one trace is missing. */
     if (tm_untraced_depth == 0) {
         (void)trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size,
-                             gil_held, fresh_block_pooled(size, gil_held));
+                             gil_held, fresh_block_pooled(size, gil_held), 1);
     }
     return ptr2;
 }
@@ -472,6 +474,23 @@ _PyTraceMalloc_Fini(void)
     _Py_tracemalloc_config.initialized = TRACEMALLOC_FINALIZED;
 }
 
+/* PyMem_SetAllocator() is installing an allocator in DOMAIN.  Blocks of
+   the mem and obj domains may now be shifted by a header of its own: from
+   now on the hooks check each block's skew, like every other lookup (see
+   _PyTraceMalloc_PoolSlotCached()).  A block traced before still lies at
+   the caller skew, so its free finds it the same way. */
+void
+_PyTraceMalloc_AllocatorChanged(int domain)
+{
+    if (domain == PYMEM_DOMAIN_RAW || !_PyTraceMalloc_TRACING()) {
+        return;     /* the next start or clear computes it afresh */
+    }
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    _PyTraceMalloc_blocks_exact = 0;
+    engine_leave(side);
+}
+
 /* ---- the C API ---------------------------------------------------------- */
 
 int
@@ -481,7 +500,7 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
         return -2;
     }
     /* May be called without the GIL: the engine finds out. */
-    return trace_add_slow(domain, (void *)ptr, size, 0, 1);
+    return trace_add_slow(domain, (void *)ptr, size, 0, 1, 0);
 }
 
 int

@@ -516,17 +516,18 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
    request too large for them, or by the raw domain's allocator): the table
    then takes the trace without a pool lookup.  Every lookup of an existing
    trace checks both places, so a wrong 0 costs nothing but the lookup it
-   skipped. */
+   skipped.  BLOCK is 1 when PTR is a block the allocator just returned
+   (see _PyTraceMalloc_PoolSlotCached()). */
 static inline int
 store_add(unsigned int domain, uintptr_t ptr, size_t size,
-          _PyTraceMalloc_Node node, int pooled)
+          _PyTraceMalloc_Node node, int pooled, int block)
 {
     if (pooled && domain == _PyTraceMalloc_DEFAULT_DOMAIN
         && size <= UINT32_MAX) {
         int nomem = 0;
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 1, &nomem, &live);
+            (const void *)ptr, 1, &nomem, &live, block);
         if (slot != NULL) {
             if (slot->node == 0) {
                 (*live)++;
@@ -556,7 +557,7 @@ int
 _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
                                  size_t size, _PyTraceMalloc_Node node)
 {
-    return store_add(domain, ptr, size, node, 1);
+    return store_add(domain, ptr, size, node, 1, 0);
 }
 
 /* The table's part of store_remove(). */
@@ -580,11 +581,12 @@ store_remove_table(unsigned int domain, uintptr_t ptr,
 
 /* The pool slot's part of store_remove(): 1 if PTR's slot held a trace. */
 static inline int
-store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size)
+store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
+                  int block)
 {
     uint32_t *live;
     _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-        (const void *)ptr, 0, NULL, &live);
+        (const void *)ptr, 0, NULL, &live, block);
     if (slot == NULL || slot->node == 0) {
         return 0;
     }
@@ -603,27 +605,28 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size)
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
    0 if PTR had none.  Inline for the hooks, as store_add().  POOLED is 0
    when PTR is unlikely to lie in a pool (the raw domain's blocks come from
-   malloc()): the table is then looked at first. */
+   malloc()): the table is then looked at first.  BLOCK is 1 when PTR is a
+   block the allocator handed out (the free hooks). */
 static inline int
 store_remove(unsigned int domain, uintptr_t ptr, _PyTraceMalloc_Node *node,
-             size_t *size, int pooled)
+             size_t *size, int pooled, int block)
 {
     if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
         return store_remove_table(domain, ptr, node, size);
     }
     if (pooled) {
-        return (store_remove_slot(ptr, node, size)
+        return (store_remove_slot(ptr, node, size, block)
                 || store_remove_table(domain, ptr, node, size));
     }
     return (store_remove_table(domain, ptr, node, size)
-            || store_remove_slot(ptr, node, size));
+            || store_remove_slot(ptr, node, size, block));
 }
 
 int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
                                     _PyTraceMalloc_Node *node, size_t *size)
 {
-    return store_remove(domain, ptr, node, size, 1);
+    return store_remove(domain, ptr, node, size, 1, 0);
 }
 
 int
@@ -633,7 +636,7 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 0, NULL, &live);
+            (const void *)ptr, 0, NULL, &live, 0);
         if (slot != NULL && slot->node != 0) {
             *node = slot_node(slot);
             *size = slot->size;

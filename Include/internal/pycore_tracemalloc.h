@@ -124,6 +124,13 @@ extern _PyTraceMalloc_PoolCacheEntry _PyTraceMalloc_pool_cache[
     _PyTraceMalloc_POOL_CACHE_SIZE];
 /* Offset of the caller's pointer in its block (the debug hooks' header). */
 extern uint32_t _PyTraceMalloc_caller_skew;
+/* 1 while the mem and obj domains have been pymalloc or the debug hooks
+   over pymalloc since tracing started or was cleared: the hooks' blocks
+   then lie exactly at the caller's skew.  0 under a user's allocator,
+   whose own header may shift them (see _PyTraceMalloc_PoolSlotCached()). */
+PyAPI_DATA(uint32_t) _PyTraceMalloc_blocks_exact;
+/* Called by PyMem_SetAllocator(): a user's allocator may be coming. */
+extern void _PyTraceMalloc_AllocatorChanged(int domain);
 
 /* The slot of P when P lies in a pymalloc pool, else NULL.  With CREATE,
    the pool's slot array is made on demand; *NOMEM is set if that fails.
@@ -145,10 +152,18 @@ extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
    cache; otherwise _PyTraceMalloc_PoolSlot() (in obmalloc.c, which knows
    pymalloc's internals).  Inline here because the store is another
    translation unit: a call per lookup was a third of the cost of
-   re-tracing a free-list object. */
+   re-tracing a free-list object.
+
+   BLOCK says that P is an address the allocator handed out to the hooks:
+   the bounds and skew checks, there for addresses of any origin
+   (PyTraceMalloc_Track() of an interior pointer, an object's computed
+   block), are then skipped as long as the allocators are known
+   (_PyTraceMalloc_blocks_exact), which makes P's skew the caller skew.
+   Under a user's allocator they are not skipped: blocks shifted by its
+   header go to the table, as every other lookup expects. */
 static inline _PyTraceMalloc_Slot *
 _PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
-                              uint32_t **live)
+                              uint32_t **live, int block)
 {
     uintptr_t pool = (uintptr_t)p
                      & ~(((uintptr_t)1 << _PyTraceMalloc_POOL_BITS) - 1);
@@ -163,9 +178,10 @@ _PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
                                      - _PyTraceMalloc_POOL_OVERHEAD);
         uint32_t index = (uint32_t)(((uint64_t)offset * pt->reciprocal)
                                     >> 32);
-        if (index >= pt->nslots
-            || offset - index * pt->block_size
-               != _PyTraceMalloc_caller_skew) {
+        if (!(block && _PyTraceMalloc_blocks_exact)
+            && (index >= pt->nslots
+                || offset - index * pt->block_size
+                   != _PyTraceMalloc_caller_skew)) {
             return NULL;
         }
         *live = &pt->live;
@@ -308,7 +324,7 @@ _PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 0, NULL, &live);
+            (const void *)ptr, 0, NULL, &live, 0);
         if (slot != NULL) {
             if (slot->node == 0) {
                 return NULL;

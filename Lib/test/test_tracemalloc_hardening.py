@@ -629,6 +629,74 @@ class UserAllocatorOnPublicAPITest(EngineTestCase):
         self.check_consistency()
 
 
+class ExactBlocksTest(EngineTestCase):
+    """The hooks find a pool block's slot without checking where in the
+    block the caller's pointer lies, as long as the mem and obj allocators
+    are Python's own: a user's allocator may shift its blocks by a header,
+    and every lookup must then agree on which blocks have slots."""
+
+    def exact(self):
+        return _testtracemalloc.engine_stats()['blocks_exact']
+
+    def test_user_allocator_with_a_header_over_pymalloc(self):
+        self.start()
+        if _testcapi is not None:
+            try:
+                _testcapi.pymem_getallocatorsname()
+            except RuntimeError:
+                self.skipTest('a user allocator is installed already')
+        self.assertEqual(self.exact(), 1)
+        # 24 bytes + the header: pymalloc blocks, at 16 bytes past their
+        # start.  Each block's trace must be found by its address.
+        tbs = _testtracemalloc.shifted_allocation(500, 24); expected = stack()
+        self.assertEqual(self.exact(), 0)
+        self.assertEqual(len(tbs), 500)
+        for tb in tbs:
+            self.assertIsNotNone(tb)
+            self.assertEqual(list(reversed(tb)), expected[-len(tb):])
+        # The blocks were freed under the same allocator: no trace is left.
+        self.check_consistency()
+        # Blocks traced before the change are still found and removed.
+        data = [Obj() for _ in range(200)]
+        _testtracemalloc.shifted_allocation(1, 24)
+        del data
+        self.check_consistency()
+        # The next clear finds Python's allocator again.
+        tracemalloc.clear_traces()
+        self.assertEqual(self.exact(), 1)
+
+    @requires_testcapi
+    @support.requires_subprocess()
+    def test_restart_under_user_hooks_over_debug_hooks(self):
+        # Under the debug hooks, a restart with a user's hooks on top cannot
+        # know the caller skew (it looks like a user allocator's): the hooks
+        # then check every block, so that frees find the traces of blocks
+        # whose pool left the pool cache.
+        code = textwrap.dedent("""
+            import tracemalloc, _testcapi, _testtracemalloc
+            tracemalloc.start(5)
+            assert _testtracemalloc.engine_stats()['blocks_exact'] == 1
+            _testcapi.set_nomemory(2 ** 31 - 1)
+            tracemalloc.stop()
+            tracemalloc.start(5)
+            assert _testtracemalloc.engine_stats()['blocks_exact'] == 0
+            for rnd in range(20):
+                # Many pools of many size classes, so that the pool cache
+                # misses on some frees and hits on others.
+                keep = [bytes(n % 400) for n in range(rnd, 6000, 3)]
+                del keep[::2]
+                _testtracemalloc.check_consistency()
+                del keep
+                _testtracemalloc.check_consistency()
+            _testcapi.remove_mem_hooks()
+            tracemalloc.clear_traces()
+            assert _testtracemalloc.engine_stats()['blocks_exact'] == 1
+            print('ok')
+            """)
+        res = script_helper.assert_python_ok('-c', code, PYTHONMALLOC='debug')
+        self.assertEqual(res.out.strip(), b'ok')
+
+
 @requires_testcapi
 class ExporterOutOfMemoryTest(EngineTestCase):
 

@@ -19,8 +19,21 @@ of ``make bench`` (about 10 minutes on 2 cores); instructions are not
 time: cache misses do not count, so the time suite stays the measure of
 record.
 
+With ``--breakdown``, the fork's runs also keep callgrind's instructions
+per function and its call counts, and a second table splits what tracing
+adds to each workload (fork N=1 minus fork off, function by function, the
+two sizes subtracted as above) into the engine's steps (``STEPS``): the
+allocation and free hooks, the re-trace of objects reused from free
+lists, call sites met for the first time (the slow path that finds or
+makes a call-context node), the table of blocks outside pymalloc's pools,
+the pools' slot arrays, the peak's totals, compaction, other engine code,
+and the rest of the interpreter.  Each is given in percent of fork off's
+instructions, so that a row sums to the workload's traced overhead; a
+third table gives the hooks' call counts and the instructions per call.
+
     python3 Tools/bench/workload_instructions.py --pristine P --fork F \\
         [--only NAME,...] [--scales 0.05,0.15] [--n25] [--jobs 2] [--json OUT]
+        [--breakdown]
 """
 
 import argparse
@@ -37,13 +50,141 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS_DIR = os.path.join(HERE, "workloads")
 
 
+# The engine's steps, for --breakdown: step -> the functions whose own
+# instructions (callgrind's "self" cost, inlined callees included) it
+# counts.  A function of the engine's files that is in no list is "other
+# engine"; anything else is "interpreter" (the eval loop, the allocators,
+# whatever tracing changes in the rest of the program).
+STEPS = [
+    ("alloc hooks", ("_PyTraceMalloc_Malloc", "_PyTraceMalloc_Calloc",
+                     "_PyTraceMalloc_Realloc", "traced_result", "trace_add",
+                     "trace_add_slow", "fresh_block_pooled")),
+    ("free hook", ("_PyTraceMalloc_Free", "trace_remove", "remember_removed",
+                   "fresh_forget")),
+    ("re-trace", ("_PyTraceMalloc_NewReference", "retrace_object",
+                  "object_block")),
+    ("new sites", ("frame_node_miss", "frame_node_miss_hook",
+                   "current_node_slow", "_PyTraceMalloc_CurrentNode_unlocked",
+                   "skip_incomplete", "thread_root", "site_cached",
+                   "memo_set", "line_of", "node_intern", "node_hash",
+                   "node_reserve", "node_index_grow", "node_index_rebuild",
+                   "string_intern", "string_hash", "string_index_grow",
+                   "string_index_rebuild", "dirty_reserve", "cache_grow",
+                   "cache_resize", "cache_schedule_growth", "code_epoch_slot",
+                   "_PyCode_CheckLineNumber", "PyCode_Addr2Line",
+                   "_PyCode_InitAddressRange", "_PyLineTable_NextAddressRange",
+                   "_PyLineTable_PreviousAddressRange")),
+    ("table", ("store_add_table", "store_remove_table", "table_grow",
+               "table_delete", "table_find", "table_probe",
+               "table_empty_entry", "table_place")),
+    ("pool slots", ("_PyTraceMalloc_PoolSlot", "pool_traces_create",
+                    "pool_traces_free", "pool_traces_lookup",
+                    "pool_cache_clear", "_PyTraceMalloc_ArenaFreed")),
+    ("peak totals", ("cct_peak_commit", "cct_peak_before_decrease",
+                     "cct_account_add", "cct_account_remove",
+                     "cct_account_move", "mark_dirty", "domain_totals",
+                     "domain_totals_alloc", "domain_totals_rebuild",
+                     "domain_totals_rebuild_into", "node_totals")),
+    ("compaction", ("cct_compact", "cct_maybe_compact", "compact_mark",
+                    "compact_rewrite", "cct_schedule_compaction",
+                    "cct_recount_memory", "string_index_rehash_in_place",
+                    "node_index_rehash_in_place", "cache_clear")),
+]
+ENGINE_FILES = ("tracemalloc.c", "tracemalloc_cct.c", "tracemalloc_store.c",
+                "obmalloc_tracemalloc.h")
+# The hooks whose calls are counted, and the step whose cost they carry.
+COUNTED_CALLS = [
+    ("allocations", ("_PyTraceMalloc_Malloc", "_PyTraceMalloc_Calloc",
+                     "_PyTraceMalloc_Realloc"), "alloc hooks"),
+    ("frees", ("_PyTraceMalloc_Free",), "free hook"),
+    ("re-traces", ("_PyTraceMalloc_NewReference",), "re-trace"),
+]
+
+
+def function_name(raw):
+    """A callgrind function name without its recursion suffix ('2) and,
+    for a GCC clone, its clone suffix (.part.0, .constprop.0, .cold)."""
+    name = raw.split("'")[0]
+    return name.split(".")[0] if not name.startswith(".") else name
+
+
+def parse_callgrind(path):
+    """(self instructions per function, calls per function, engine function
+    names) from a callgrind output file of one run (one part, event Ir
+    first).  Names are merged over recursion levels and GCC clones."""
+    names = {}          # "(id)" compression -> name, for fn= and cfn=
+    files = {}          # same for fl=, fi=, fe=, cfi=, cfl=
+    self_cost = {}
+    calls = {}
+    engine = set()
+    fn = None
+    fl = None
+    cfn = None
+    skip_next = False
+
+    def expand(table, rest):
+        rest = rest.strip()
+        if rest.startswith("("):
+            key, _, name = rest.partition(")")
+            key += ")"
+            name = name.strip()
+            if name:
+                table[key] = name
+            return table.get(key, key)
+        return rest
+
+    with open(path) as f:
+        for line in f:
+            if not line or line[0] in "#\n":
+                continue
+            c = line[0]
+            if c.isdigit() or c in "+-*":
+                if skip_next:       # a call's inclusive cost, not self
+                    skip_next = False
+                    continue
+                parts = line.split()
+                if len(parts) > 1 and fn is not None:
+                    self_cost[fn] = self_cost.get(fn, 0) + int(parts[1])
+                continue
+            key, _, rest = line.partition("=")
+            if key == "fn":
+                fn = function_name(expand(names, rest))
+                if fl is not None and os.path.basename(fl) in ENGINE_FILES:
+                    engine.add(fn)
+            elif key == "fl":
+                fl = expand(files, rest)
+            elif key in ("fi", "fe", "cfi", "cfl"):
+                expand(files, rest)
+            elif key == "cfn":
+                cfn = function_name(expand(names, rest))
+            elif key == "calls":
+                count = int(rest.split()[0])
+                calls[cfn] = calls.get(cfn, 0) + count
+                skip_next = True
+    return self_cost, calls, engine
+
+
+def step_of(name, engine):
+    for step, functions in STEPS:
+        if name in functions:
+            return step
+    return "other engine" if name in engine else "interpreter"
+
+
+def step_names():
+    return [step for step, _ in STEPS] + ["other engine", "interpreter"]
+
+
 def workload_names():
     return sorted(name[:-3] for name in os.listdir(WORKLOADS_DIR)
                   if name.endswith(".py") and not name.startswith("_"))
 
 
-def callgrind_total(python, xopts, name, scale, outdir, timeout):
-    """Instructions of one whole run of workload NAME at SCALE."""
+def callgrind_total(python, xopts, name, scale, outdir, timeout,
+                    breakdown=False):
+    """Instructions of one whole run of workload NAME at SCALE; with
+    BREAKDOWN, (total, self instructions per function, calls per function,
+    engine function names)."""
     out = os.path.join(outdir, f"cg.{os.getpid()}.{name}.{abs(hash((python, tuple(xopts), scale)))}")
     cmd = (["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
             python, "-s"] + xopts
@@ -59,10 +200,11 @@ def callgrind_total(python, xopts, name, scale, outdir, timeout):
         for line in f:
             if line.startswith(("summary:", "totals:")):
                 total = int(line.split()[1])
+    details = parse_callgrind(out) if breakdown else None
     os.unlink(out)
     if total is None:
         raise RuntimeError(f"no instruction total in callgrind's output for {name}")
-    return total
+    return (total,) + details if breakdown else total
 
 
 def main(argv=None):
@@ -77,6 +219,9 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--json", metavar="OUT", help="write the raw counts here")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also split what tracing adds into the engine's "
+                        "steps (fork off and fork N=1, per function)")
     args = p.parse_args(argv)
 
     if not shutil.which("valgrind"):
@@ -109,18 +254,25 @@ def main(argv=None):
             for name in names for label, python, xopts in configs
             for scale in (s1, s2)]
     counts = {}
+    details = {}
     outdir = tempfile.mkdtemp(prefix="bench-wl-callgrind-")
     print(f"[workload_instructions] {len(jobs)} callgrind runs, "
           f"{args.jobs} at a time", file=sys.stderr, flush=True)
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
             futures = {ex.submit(callgrind_total, python, xopts, name, scale,
-                                 outdir, args.timeout): (name, label, scale)
+                                 outdir, args.timeout,
+                                 args.breakdown and label in BREAKDOWN_CONFIGS):
+                       (name, label, scale)
                        for name, label, python, xopts, scale in jobs}
             for done, fut in enumerate(
                     concurrent.futures.as_completed(futures), 1):
                 name, label, scale = futures[fut]
-                counts.setdefault(name, {}).setdefault(label, {})[scale] = fut.result()
+                result = fut.result()
+                if isinstance(result, tuple):
+                    details.setdefault(name, {}).setdefault(label, {})[scale] = result[1:]
+                    result = result[0]
+                counts.setdefault(name, {}).setdefault(label, {})[scale] = result
                 print(f"[workload_instructions] {done}/{len(jobs)} "
                       f"{name} {label} scale {scale}", file=sys.stderr, flush=True)
     finally:
@@ -152,11 +304,82 @@ def main(argv=None):
         cells += [f"{math.exp(sum(logs[lab]) / len(logs[lab])):17.3f}x"
                   for lab in labels[2:]]
         print(f"{'geometric mean':22s} " + " ".join(cells))
+    steps = None
+    if args.breakdown:
+        steps = breakdown(details, work, names, s1, s2)
+        print_breakdown(steps, names)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"scales": [s1, s2], "counts": counts, "work": work}, f,
-                      indent=1, sort_keys=True)
+            json.dump({"scales": [s1, s2], "counts": counts, "work": work,
+                       "steps": steps}, f, indent=1, sort_keys=True)
     return 0
+
+
+BREAKDOWN_CONFIGS = ("fork off", "fork N=1")
+
+
+def breakdown(details, work, names, s1, s2):
+    """Per workload: instructions tracing adds per step (N=1 minus off,
+    each the difference of the two sizes), and the hooks' call counts."""
+    result = {}
+    for name in names:
+        per = details[name]
+        engine = set()
+        delta = {}
+        for label, sign in (("fork N=1", 1), ("fork off", -1)):
+            (cost1, _, eng1), (cost2, _, eng2) = per[label][s1], per[label][s2]
+            engine |= eng1 | eng2
+            for fn in set(cost1) | set(cost2):
+                delta[fn] = delta.get(fn, 0) + sign * (cost2.get(fn, 0)
+                                                      - cost1.get(fn, 0))
+        by_step = dict.fromkeys(step_names(), 0)
+        for fn, d in delta.items():
+            by_step[step_of(fn, engine)] += d
+        calls1, calls2 = per["fork N=1"][s1][1], per["fork N=1"][s2][1]
+        counted = {what: sum(calls2.get(fn, 0) - calls1.get(fn, 0)
+                             for fn in functions)
+                   for what, functions, _ in COUNTED_CALLS}
+        result[name] = {"fork off": work[name]["fork off"],
+                        "steps": by_step, "calls": counted}
+    return result
+
+
+def print_breakdown(steps, names):
+    cols = step_names()
+    print()
+    print("What tracing adds, by step: fork N=1 - fork off, in % of fork "
+          "off's instructions")
+    short = {"alloc hooks": "alloc", "free hook": "free",
+             "re-trace": "retrace", "new sites": "sites", "table": "table",
+             "pool slots": "pools", "peak totals": "peak",
+             "compaction": "compact", "other engine": "engine",
+             "interpreter": "interp"}
+    print(f"{'workload':22s} {'total':>7s} "
+          + " ".join(f"{short[c]:>7s}" for c in cols))
+    for name in names:
+        off = steps[name]["fork off"]
+        if off <= 0:
+            continue
+        by_step = steps[name]["steps"]
+        total = sum(by_step.values())
+        print(f"{name:22s} {100 * total / off:6.1f}% "
+              + " ".join(f"{100 * by_step[c] / off:6.1f}%" for c in cols))
+    print()
+    print("Hook calls per 1,000 fork-off instructions, and the instructions "
+          "of their step per call")
+    print(f"{'workload':22s} "
+          + " ".join(f"{what:>12s} {'instr/call':>10s}"
+                     for what, _, _ in COUNTED_CALLS))
+    for name in names:
+        off = steps[name]["fork off"]
+        if off <= 0:
+            continue
+        cells = []
+        for what, _, step in COUNTED_CALLS:
+            n = steps[name]["calls"][what]
+            per_call = steps[name]["steps"][step] / n if n > 0 else float("nan")
+            cells.append(f"{1000 * n / off:12.2f} {per_call:10.1f}")
+        print(f"{name:22s} " + " ".join(cells))
 
 
 if __name__ == "__main__":

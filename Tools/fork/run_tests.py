@@ -36,6 +36,7 @@ OURS = [
     "test.test_tracemalloc_extensions",
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
+    "test_bench_tools",         # Tools/fork/tests
     "test_python_link",
     "test.test_tracemalloc_stress",
     "test.test_tracemalloc_badinput",
