@@ -399,6 +399,8 @@ _PyTraceMalloc_PoolSlotsClear(void)
         _PyTraceMalloc_pool_cache[i].pool = (void *)(uintptr_t)1;
         _PyTraceMalloc_pool_cache[i].pt = NULL;
     }
+    /* Unused without slots; kept as in the pool build for the tests. */
+    _PyTraceMalloc_blocks_exact = _PyMem_GetCurrentAllocatorName() != NULL;
 }
 
 size_t

@@ -285,6 +285,7 @@ def main(argv=None):
               + " ".join(f"{lab + '/fork off':>18s}" for lab in labels[2:]))
     print(header)
     logs = {lab: [] for lab in labels[1:]}
+    unstable = set()
     for name in names:
         w = work[name]
         stable = all(w[lab] > 0 for lab in labels)
@@ -295,6 +296,8 @@ def main(argv=None):
                                      for lab in labels[2:]]
         print(f"{name:22s} " + " ".join(cells)
               + ("" if stable else "  unstable (left out)"))
+        if not stable:
+            unstable.add(name)
         if stable:
             logs["fork off"].append(math.log(off))
             for lab in labels[2:]:
@@ -307,7 +310,7 @@ def main(argv=None):
     steps = None
     if args.breakdown:
         steps = breakdown(details, work, names, s1, s2)
-        print_breakdown(steps, names)
+        print_breakdown(steps, [n for n in names if n not in unstable])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"scales": [s1, s2], "counts": counts, "work": work,
