@@ -238,3 +238,72 @@ def run_suite_standalone(parser, args, key, run_suite):
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1)
     return 0
+
+
+def function_name(raw):
+    """A callgrind function name without its recursion suffix ('2) and,
+    for a GCC clone, its clone suffix (.part.0, .constprop.0, .cold)."""
+    name = raw.split("'")[0]
+    return name.split(".")[0] if not name.startswith(".") else name
+
+
+def parse_callgrind(path):
+    """(self instructions per function, calls per function, the base name
+    of the file that defines each function) from a callgrind output file
+    of one run (one part, event Ir first).  Self instructions include code
+    inlined into the function; names are merged over recursion levels and
+    GCC clones."""
+    names = {}          # "(id)" compression -> name, for fn= and cfn=
+    files = {}          # same for fl=, fi=, fe=, cfi=, cfl=
+    self_cost = {}
+    calls = {}
+    fn_files = {}
+    fn = None
+    fl = None
+    cfn = None
+    skip_next = False
+    npos = 1            # position columns before the costs ("positions:")
+
+    def expand(table, rest):
+        rest = rest.strip()
+        if rest.startswith("("):
+            key, _, name = rest.partition(")")
+            key += ")"
+            name = name.strip()
+            if name:
+                table[key] = name
+            return table.get(key, key)
+        return rest
+
+    with open(path) as f:
+        for line in f:
+            if not line or line[0] in "#\n":
+                continue
+            c = line[0]
+            if c.isdigit() or c in "+-*":
+                if skip_next:       # a call's inclusive cost, not self
+                    skip_next = False
+                    continue
+                parts = line.split()
+                if len(parts) > npos and fn is not None:
+                    self_cost[fn] = self_cost.get(fn, 0) + int(parts[npos])
+                continue
+            if line.startswith("positions:"):
+                npos = len(line.split()) - 1
+                continue
+            key, _, rest = line.partition("=")
+            if key == "fn":
+                fn = function_name(expand(names, rest))
+                if fl is not None:
+                    fn_files.setdefault(fn, os.path.basename(fl))
+            elif key == "fl":
+                fl = expand(files, rest)
+            elif key in ("fi", "fe", "cfi", "cfl"):
+                expand(files, rest)
+            elif key == "cfn":
+                cfn = function_name(expand(names, rest))
+            elif key == "calls":
+                count = int(rest.split()[0])
+                calls[cfn] = calls.get(cfn, 0) + count
+                skip_next = True
+    return self_cost, calls, fn_files

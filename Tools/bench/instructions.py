@@ -294,29 +294,11 @@ def run_instructions_suite(pythons, quick, timeout, progress):
     return out
 
 
-def _annotate(path):
-    """Self instructions per function from a callgrind output file."""
-    import re
-    import subprocess
-    out = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", path],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True).stdout
-    costs = {}
-    for line in out.splitlines():
-        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*)$", line)
-        if m and "PROGRAM TOTALS" not in line and "=>" not in line:
-            # Per function: code inlined from headers is reported as
-            # header:function, and is counted with the function.
-            name = re.sub(r" \[[^\]]*\]$", "", m.group(2)).rsplit(":", 1)[-1]
-            costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
-    return costs
-
-
 def profile(loop, python, frames, big, top):
     """Print where one loop's instructions go, per iteration."""
     valgrind = shutil.which("valgrind")
-    if not valgrind or not shutil.which("callgrind_annotate"):
-        print("instructions: valgrind/callgrind_annotate not found", file=sys.stderr)
+    if not valgrind:
+        print("instructions: valgrind not found", file=sys.stderr)
         return 2
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import benchlib
@@ -332,7 +314,7 @@ def profile(loop, python, frames, big, top):
                    os.path.abspath(__file__), "--child", "--small", "10",
                    "--big", str(n), "--names", loop]
             benchlib.run_child(cmd, 1800)
-            costs.append(_annotate(path))
+            costs.append(benchlib.parse_callgrind(path)[0])
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
     base, work = costs

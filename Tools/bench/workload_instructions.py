@@ -101,67 +101,10 @@ COUNTED_CALLS = [
 ]
 
 
-def function_name(raw):
-    """A callgrind function name without its recursion suffix ('2) and,
-    for a GCC clone, its clone suffix (.part.0, .constprop.0, .cold)."""
-    name = raw.split("'")[0]
-    return name.split(".")[0] if not name.startswith(".") else name
-
-
-def parse_callgrind(path):
-    """(self instructions per function, calls per function, engine function
-    names) from a callgrind output file of one run (one part, event Ir
-    first).  Names are merged over recursion levels and GCC clones."""
-    names = {}          # "(id)" compression -> name, for fn= and cfn=
-    files = {}          # same for fl=, fi=, fe=, cfi=, cfl=
-    self_cost = {}
-    calls = {}
-    engine = set()
-    fn = None
-    fl = None
-    cfn = None
-    skip_next = False
-
-    def expand(table, rest):
-        rest = rest.strip()
-        if rest.startswith("("):
-            key, _, name = rest.partition(")")
-            key += ")"
-            name = name.strip()
-            if name:
-                table[key] = name
-            return table.get(key, key)
-        return rest
-
-    with open(path) as f:
-        for line in f:
-            if not line or line[0] in "#\n":
-                continue
-            c = line[0]
-            if c.isdigit() or c in "+-*":
-                if skip_next:       # a call's inclusive cost, not self
-                    skip_next = False
-                    continue
-                parts = line.split()
-                if len(parts) > 1 and fn is not None:
-                    self_cost[fn] = self_cost.get(fn, 0) + int(parts[1])
-                continue
-            key, _, rest = line.partition("=")
-            if key == "fn":
-                fn = function_name(expand(names, rest))
-                if fl is not None and os.path.basename(fl) in ENGINE_FILES:
-                    engine.add(fn)
-            elif key == "fl":
-                fl = expand(files, rest)
-            elif key in ("fi", "fe", "cfi", "cfl"):
-                expand(files, rest)
-            elif key == "cfn":
-                cfn = function_name(expand(names, rest))
-            elif key == "calls":
-                count = int(rest.split()[0])
-                calls[cfn] = calls.get(cfn, 0) + count
-                skip_next = True
-    return self_cost, calls, engine
+def engine_functions(files):
+    """The functions defined in the engine's files, from the FILES mapping
+    of benchlib.parse_callgrind()."""
+    return {fn for fn, fl in files.items() if fl in ENGINE_FILES}
 
 
 def step_of(name, engine):
@@ -185,6 +128,7 @@ def callgrind_total(python, xopts, name, scale, outdir, timeout,
     """Instructions of one whole run of workload NAME at SCALE; with
     BREAKDOWN, (total, self instructions per function, calls per function,
     engine function names)."""
+    import benchlib
     out = os.path.join(outdir, f"cg.{os.getpid()}.{name}.{abs(hash((python, tuple(xopts), scale)))}")
     cmd = (["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
             python, "-s"] + xopts
@@ -200,7 +144,10 @@ def callgrind_total(python, xopts, name, scale, outdir, timeout,
         for line in f:
             if line.startswith(("summary:", "totals:")):
                 total = int(line.split()[1])
-    details = parse_callgrind(out) if breakdown else None
+    details = None
+    if breakdown:
+        cost, calls, files = benchlib.parse_callgrind(out)
+        details = (cost, calls, engine_functions(files))
     os.unlink(out)
     if total is None:
         raise RuntimeError(f"no instruction total in callgrind's output for {name}")

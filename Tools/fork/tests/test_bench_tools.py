@@ -1,5 +1,6 @@
-"""Tests of the benchmark tools' parsing: the per-step breakdown of
-workload_instructions.py reads callgrind's output format itself."""
+"""Tests of the benchmark tools' parsing: benchlib reads callgrind's
+output format itself, for the per-step breakdown of
+workload_instructions.py and for instructions.py --profile."""
 
 import os
 import sys
@@ -10,6 +11,7 @@ import unittest
 FORK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(os.path.dirname(FORK), "bench")
 sys.path.insert(0, BENCH)
+import benchlib  # noqa: E402
 import workload_instructions as wi  # noqa: E402
 
 
@@ -69,7 +71,8 @@ class ParseCallgrindTest(unittest.TestCase):
                                          delete=False) as f:
             f.write(text)
         self.addCleanup(os.unlink, f.name)
-        return wi.parse_callgrind(f.name)
+        cost, calls, files = benchlib.parse_callgrind(f.name)
+        return cost, calls, wi.engine_functions(files)
 
     def test_self_costs_calls_and_engine_functions(self):
         cost, calls, engine = self.parse(SAMPLE)
@@ -87,6 +90,26 @@ class ParseCallgrindTest(unittest.TestCase):
                                   "_PyTraceMalloc_CurrentNode_unlocked",
                                   "cct_mystery"})
         self.assertEqual(sum(cost.values()), 985)
+
+    def test_instruction_positions(self):
+        # With --dump-instr=yes each cost line starts with an address, then
+        # the line: the cost is the third column.
+        cost, calls, _ = self.parse(textwrap.dedent("""\
+            positions: instr line
+            events: Ir
+
+            fl=(1) /build/Python/tracemalloc.c
+            fn=(1) retrace_object
+            0x1000 10 3
+            +4 * 5
+            cfn=(2) memo_set
+            calls=1 0x2000 20
+            +4 * 40
+            fn=(2)
+            0x2000 20 7
+            """))
+        self.assertEqual(cost, {"retrace_object": 8, "memo_set": 7})
+        self.assertEqual(calls, {"memo_set": 1})
 
     def test_steps(self):
         _, _, engine = self.parse(SAMPLE)
