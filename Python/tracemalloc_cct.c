@@ -1190,7 +1190,7 @@ _PyTraceMalloc_CurrentNode_unlocked(PyThreadState *tstate)
 /* frame_node_miss() for the hooks: UINT32_MAX when out of memory. */
 Py_NO_INLINE static _PyTraceMalloc_Node
 frame_node_miss_hook(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
-               cct_cache_entry *e)
+                     cct_cache_entry *e)
 {
     int nomem = 0;
     _PyTraceMalloc_Node node = frame_node_miss(frame, parent, e, &nomem);
