@@ -17,10 +17,19 @@ only them:
   strip_tool_frames(tb)     a Traceback without the tool's oldest frames
   resolve_target(spec)      the callable named by "module:qualname"
   TargetError               raised by resolve_target()
+  is_leak(sizes, ...)       the verdict on one site's growth per round
+  TracingGuard              notices that tracing was stopped or cleared
+  LeakCheckError            no verdict (tracing stopped, check unfinished)
+  Recorder                  the per-site growth over a check's snapshots,
+                            which can be packed into bytes between rounds
+  workload_totals(...)      {(domain, frames): [size, count]} of one
+                            snapshot's traces that are the workload's
+  LeakSite, LeakReport      the results (public in tracemalloc.leaks)
 """
 
 import os
 import sys
+from collections import Counter
 from operator import itemgetter
 
 from tracemalloc import Traceback, _format_size, _sum_by_key
@@ -150,26 +159,27 @@ class Ownership:
 
 
 def strip_tool_frames(traceback, directories=()):
-    """Return *traceback* (a Traceback) less its oldest frames that are the
-    tool's: frames of this package and of runpy, and frames of files in
-    *directories* (a test harness's, for one).
+    """Return *traceback* (a Traceback) with only the frames more recent
+    than its most recent frame of the tool: a frame of this package, of
+    runpy, or of a file in one of *directories* (a test harness's).
 
-    They are the same for every allocation of the workload.  The most
-    recent frame is always kept, even if it is the tool's: a C callable
-    called directly as the workload allocates on the tool's call line.
+    The frames from there on are the tool's calling the workload, the same
+    for every allocation of it.  When the most recent frame is itself the
+    tool's (a C callable called directly as the workload allocates on the
+    tool's call line), it alone is kept.
     """
     own = package_files() | runner_files()
     directories = frozenset(directories)
     frames = [(frame.filename, frame.lineno) for frame in traceback]
-    start = 0                                   # oldest first
-    while (start < len(frames) - 1
-           and (frames[start][0] in own
-                or os.path.dirname(frames[start][0]) in directories)):
-        start += 1
-    if start == 0:
+    frames.reverse()                            # most recent first
+    end = len(frames)
+    for index, (filename, lineno) in enumerate(frames):
+        if filename in own or os.path.dirname(filename) in directories:
+            end = max(index, 1)
+            break
+    if end == len(frames):
         return traceback
-    return Traceback(tuple(reversed(frames[start:])),
-                     traceback.total_nframe)
+    return Traceback(tuple(frames[:end]), traceback.total_nframe)
 
 
 # --------------------------------------------------------------------------
@@ -225,3 +235,433 @@ def resolve_target(spec):
     if not callable(target):
         raise TargetError(f"{spec!r} is not callable")
     return target
+
+
+# --------------------------------------------------------------------------
+# The verdict
+
+def _rise_and_fall(sizes):
+    """Return (rise, fall, levels) of the growth *sizes*: the levels that
+    they build from 0, the last level, and the most that the level went
+    down from an earlier level to a later one."""
+    levels = [0]
+    for size in sizes:
+        levels.append(levels[-1] + size)
+    peak = fall = 0
+    for level in levels:
+        if level > peak:
+            peak = level
+        elif peak - level > fall:
+            fall = peak - level
+    return levels[-1], fall, levels
+
+
+def _keeps_rising(sizes, threshold):
+    rise, fall, levels = _rise_and_fall(sizes)
+    if rise <= 0 or rise < threshold * len(sizes) or rise <= 2 * fall:
+        return False
+    count = len(levels)
+    bounds = (0, (count + 1) // 3, (2 * count + 1) // 3, count)
+    floors = [min(levels[start:end])
+              for start, end in zip(bounds, bounds[1:]) if start < end]
+    return all(lower < higher for lower, higher in zip(floors, floors[1:]))
+
+
+def is_leak(sizes, counts=None, threshold=1, min_rounds=1):
+    """Return true when the growth of a site, *sizes* (bytes) and *counts*
+    (blocks) per measured round, makes a leak: its level keeps rising.
+
+    Take the levels L0 = 0, L1 = sizes[0], L2 = L1 + sizes[1]... Lr.  The
+    site leaks when all of these hold:
+
+    1. its rise, Lr - L0, is positive and at least *threshold* bytes per
+       round on average;
+    2. its rise is more than twice its largest fall, the most that the
+       level ever went down from an earlier level to a later one: what a
+       bounded structure adds, it gives back when it drops;
+    3. its floor rises: split the levels into three consecutive parts (as
+       equal as the count allows); the lowest level of each part is higher
+       than the lowest level of the part before.  Growth must repeat: a
+       step made once is not a leak, a leak in every other round is;
+    4. if its number of blocks (*counts*) does not keep rising by rules 1
+       to 3 (with no threshold), its size never fell: a site that holds as
+       many blocks as before, replaced or resized, leaks as a buffer that
+       keeps growing, while a cache that swaps entries of random sizes goes
+       up and down;
+    5. it grew in at least *min_rounds* rounds.
+    """
+    if not _keeps_rising(sizes, threshold):
+        return False
+    if (counts is not None and not _keeps_rising(counts, 0)
+            and _rise_and_fall(sizes)[1] > 0):
+        return False
+    return sum(1 for size in sizes if size > 0) >= min_rounds
+
+
+class LeakCheckError(RuntimeError):
+    """A leak check reached no verdict: tracing was stopped, cleared or
+    restarted while it ran, or it did not run all its rounds."""
+
+
+class TracingGuard:
+    """Notice that tracing was stopped, cleared or restarted.
+
+    It holds one traced object, allocated when the guard is made: as long
+    as tracing was neither stopped nor cleared, the object has a traceback.
+    The object is a bytes object large enough to be allocated outside
+    pymalloc (regrtest counts pymalloc's blocks).
+    """
+
+    def __init__(self):
+        self._marker = bytes(1024)
+
+    def check(self):
+        """Raise LeakCheckError if tracing is off or was cleared since the
+        guard was made."""
+        import tracemalloc
+        if not tracemalloc.is_tracing():
+            raise LeakCheckError("tracing was stopped during the leak "
+                                 "check: no verdict")
+        if tracemalloc.get_object_traceback(self._marker) is None:
+            raise LeakCheckError("the traces were cleared (clear_traces(), "
+                                 "or tracing restarted) during the leak "
+                                 "check: no verdict")
+
+
+# --------------------------------------------------------------------------
+# Per-round totals
+
+_DOMAIN = itemgetter(0)
+_SIZE = itemgetter(1)
+_FRAMES = itemgetter(2)
+
+
+def workload_totals(ownership, traces, canonical):
+    """Return {(domain, frames): [size, count]} of the workload's traces
+    among the raw *traces*.
+
+    Each frames tuple is replaced by the equal one found in *canonical* (a
+    dict filled as needed), so that the totals of all the rounds share one
+    copy of each traceback.  This runs once per round over every live trace
+    of the process: traces are grouped by the identity of their frames tuple
+    (traces of one call context share it) with C loops, and Python code runs
+    once per group.
+    """
+    keys = list(map(id, map(_FRAMES, traces)))
+    if any(map(_DOMAIN, traces)):
+        keys = list(zip(map(_DOMAIN, traces), keys))
+        frames_by_key = dict(zip(keys, zip(map(_DOMAIN, traces),
+                                           map(_FRAMES, traces))))
+    else:
+        frames_by_key = dict(zip(keys, zip([0] * len(traces),
+                                           map(_FRAMES, traces))))
+    counts = Counter(keys)
+    sizes = dict.fromkeys(counts, 0)
+    for key, size in zip(keys, map(_SIZE, traces)):
+        sizes[key] += size
+    del keys
+    is_workload = ownership.is_workload
+    # Equal frames in distinct tuples (hand-made snapshots) are summed.
+    return sum_by_key(((domain, canonical.setdefault(frames, frames)),
+                       sizes[key], count)
+                      for key, count in counts.items()
+                      for domain, frames in (frames_by_key[key],)
+                      if is_workload(frames))
+
+
+def site_of(frames):
+    """(filename, lineno) of the most recent frame; ('<unknown>', 0)."""
+    return frames[0] if frames else ('<unknown>', 0)
+
+
+class Recorder:
+    """The growth of each allocation site over the snapshots of a check.
+
+    record() takes the traces of one snapshot; the first is the base, and
+    each later one is a measured round.  Between snapshots, only the
+    per-site totals of the previous one, the growth of the sites that
+    changed, and the per-traceback totals of the first and the last
+    snapshot are kept: a process has thousands of sites, of which a few
+    change.  dumps() packs that state into one bytes object and loads()
+    unpacks it, for a caller that must hold no Python object between
+    rounds (regrtest).
+    """
+
+    def __init__(self, rounds):
+        self.rounds = rounds
+        self._previous_sites = None     # {site: [size, count]}
+        self._changes = {}              # {site: ([size...], [count...])}
+        self._measured = -1             # snapshots taken after the first
+        self._round_sizes = []          # growth of all the workload's
+        self._round_counts = []         # memory, per measured round
+        self._first_totals = None       # first snapshot, per traceback
+        self._last_totals = None        # last snapshot, per traceback
+        self._canonical = {}            # frames -> the first equal frames
+
+    @property
+    def measured(self):
+        """How many measured rounds were recorded."""
+        return max(self._measured, 0)
+
+    def record(self, ownership, traces):
+        """Record the snapshot whose raw traces are *traces*."""
+        totals = workload_totals(ownership, traces, self._canonical)
+        if self._first_totals is None:
+            self._first_totals = totals
+        self._last_totals = totals
+        sites = sum_by_key((site_of(frames), size, count)
+                           for (domain, frames), (size, count)
+                           in totals.items())
+        if self._previous_sites is not None:
+            self._record_changes(self._previous_sites, sites)
+        self._previous_sites = sites
+        self._measured += 1
+
+    def _record_changes(self, previous, current):
+        measured = self._measured
+        rounds = self.rounds
+        changes = self._changes
+
+        def record(site, size, count):
+            change = changes.get(site)
+            if change is None:
+                change = changes[site] = ([0] * rounds, [0] * rounds)
+            change[0][measured] = size
+            change[1][measured] = count
+
+        total_size = total_count = 0
+        for site, (size, count) in current.items():
+            old = previous.get(site)
+            if old is not None:
+                size -= old[0]
+                count -= old[1]
+            if size or count:
+                record(site, size, count)
+                total_size += size
+                total_count += count
+        for site, (size, count) in previous.items():
+            if site not in current:
+                record(site, -size, -count)
+                total_size -= size
+                total_count -= count
+        self._round_sizes.append(total_size)
+        self._round_counts.append(total_count)
+
+    _STATE = ('_previous_sites', '_changes', '_measured', '_round_sizes',
+              '_round_counts', '_first_totals', '_last_totals')
+
+    def dumps(self):
+        """Return the state as one bytes object (see loads())."""
+        import marshal
+        return marshal.dumps((self.rounds,) + tuple(
+            getattr(self, name) for name in self._STATE))
+
+    @classmethod
+    def loads(cls, data):
+        """Return the Recorder whose state dumps() returned as *data*."""
+        import marshal
+        rounds, *state = marshal.loads(data)
+        recorder = cls(rounds)
+        for name, value in zip(cls._STATE, state):
+            setattr(recorder, name, value)
+        return recorder
+
+    def report(self, *, warmup, threshold, min_rounds, traceback_limit,
+               title=None, directories=()):
+        """Return the LeakReport: the sites that is_leak() calls leaks,
+        largest first, each with its traceback that grew most, less the
+        tool's frames (strip_tool_frames(), with *directories*)."""
+        rounds = self.measured
+        result = []
+        for site, (sizes, counts) in self._changes.items():
+            sizes = sizes[:rounds]
+            counts = counts[:rounds]
+            if is_leak(sizes, counts, threshold, min_rounds):
+                domain, frames = self._biggest_traceback(site)
+                traceback = strip_tool_frames(Traceback(frames),
+                                              directories)
+                result.append(LeakSite(site[0], site[1], sizes, counts,
+                                       traceback, domain))
+        result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+        return LeakReport(result, warmup=warmup, rounds=rounds,
+                          threshold=threshold, min_rounds=min_rounds,
+                          traceback_limit=traceback_limit,
+                          sizes=self._round_sizes[:rounds],
+                          counts=self._round_counts[:rounds], title=title)
+
+    def _biggest_traceback(self, site):
+        """The (domain, frames) of *site* that grew most overall."""
+        best = None
+        best_growth = None
+        first = self._first_totals
+        for key, (size, count) in self._last_totals.items():
+            if site_of(key[1]) != tuple(site):
+                continue
+            growth = size - first.get(key, (0, 0))[0]
+            if best is None or growth > best_growth:
+                best, best_growth = key, growth
+        if best is None:
+            return 0, (tuple(site),)
+        return best
+
+
+# --------------------------------------------------------------------------
+# Results (public as tracemalloc.leaks.LeakSite and LeakReport)
+
+def _plural(count, word):
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+class LeakSite:
+    """An allocation site whose memory kept rising while the workload ran.
+
+    *sizes* and *counts* hold, for each measured round, how much the memory
+    allocated at the site grew (bytes, blocks; negative when it shrank);
+    *traceback* is the Traceback that contributed most of the growth,
+    without the checker's frames.
+    """
+
+    __module__ = 'tracemalloc.leaks'
+    __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
+                 'domain')
+
+    def __init__(self, filename, lineno, sizes, counts, traceback, domain=0):
+        self.filename = filename
+        self.lineno = lineno
+        self.sizes = sizes
+        self.counts = counts
+        self.traceback = traceback
+        self.domain = domain
+
+    @property
+    def size(self):
+        """Total growth in bytes over the measured rounds."""
+        return sum(self.sizes)
+
+    @property
+    def count(self):
+        """Total growth in blocks over the measured rounds."""
+        return sum(self.counts)
+
+    @property
+    def rounds_grown(self):
+        """In how many measured rounds the site grew."""
+        return sum(1 for size in self.sizes if size > 0)
+
+    def __repr__(self):
+        return (f"<LeakSite {self.filename}:{self.lineno} "
+                f"sizes={self.sizes} counts={self.counts}>")
+
+    def format(self, frames=None):
+        """Return the site's report as a list of lines, without newlines.
+
+        With *frames* (an int >= 2), a longer traceback shows its
+        *frames* - 1 most recent frames and its oldest one, and says how
+        many it left out.
+        """
+        import linecache
+        rounds = len(self.sizes)
+        per_round_size = format_size(self.size / rounds)
+        per_round_count = self.count / rounds
+        if per_round_count == int(per_round_count):
+            per_round_count = int(per_round_count)
+        else:
+            per_round_count = f"{per_round_count:.1f}"
+        line = (f"{self.filename}:{self.lineno}: size={per_round_size}, "
+                f"count={per_round_count} per round (grew in "
+                f"{self.rounds_grown} of {rounds} rounds")
+        if self.domain:
+            line += f", domain {self.domain}"
+        lines = [line + ")"]
+        if (self.filename, self.lineno) in _WORKLOAD_CALLS:
+            lines.append("    (allocated by C code called directly as the "
+                         "workload, on the checker's call line)")
+        else:
+            source = linecache.getline(self.filename, self.lineno).strip()
+            if source:
+                lines.append(f"    {source}")
+        lines.append("  Traceback (most recent call first):")
+        traceback = self.traceback
+        if frames is None or len(traceback) <= frames:
+            lines.extend("  " + text for text in
+                         traceback.format(most_recent_first=True))
+        else:
+            frames = max(frames, 2)
+            left_out = len(traceback) - frames
+            lines.extend("  " + text for text in
+                         traceback.format(frames - 1,
+                                          most_recent_first=True))
+            lines.append(f"      ... {_plural(left_out, 'frame')} left "
+                         f"out ...")
+            lines.extend("  " + text for text in traceback.format(
+                -(len(traceback) - 1), most_recent_first=True))
+        return lines
+
+
+class LeakReport:
+    """The result of a leak check.
+
+    *sites* lists the leaking LeakSite objects, largest growth first (empty
+    when nothing leaked; a report is true when something leaked).  *sizes*
+    and *counts* give, per measured round, the growth of all the workload's
+    traced memory, leaking or not.
+    """
+
+    __module__ = 'tracemalloc.leaks'
+
+    def __init__(self, sites, *, warmup, rounds, threshold, min_rounds,
+                 traceback_limit, sizes, counts, title=None):
+        self.sites = sites
+        self.warmup = warmup
+        self.rounds = rounds
+        self.threshold = threshold
+        self.min_rounds = min_rounds
+        self.traceback_limit = traceback_limit
+        self.sizes = sizes
+        self.counts = counts
+        self.title = title
+
+    def __bool__(self):
+        return bool(self.sites)
+
+    @property
+    def leaked(self):
+        return bool(self.sites)
+
+    def __repr__(self):
+        return (f"<LeakReport sites={len(self.sites)} rounds={self.rounds} "
+                f"warmup={self.warmup}>")
+
+    def __str__(self):
+        return self.format()
+
+    def format(self, limit=10, frames=None, more=None):
+        """Return the report as text: a summary line, then up to *limit*
+        sites (None: all), each starting with a FILE:LINE: line and
+        followed by its traceback, most recent call first (at most
+        *frames* frames of it: see LeakSite.format()).  When sites or
+        frames were left out, a last line says so, followed by *more* (text
+        that says how to get the whole report) if given."""
+        what = f"{self.title}: " if self.title else ""
+        rounds = _plural(self.rounds, 'round')
+        warmup = _plural(self.warmup, 'warm-up round')
+        if not self.sites:
+            return (f"tracemalloc: {what}no allocation site grew over "
+                    f"{rounds} (after {warmup})")
+        shown = self.sites if limit is None else self.sites[:limit]
+        lines = [f"tracemalloc: {what}"
+                 f"{_plural(len(self.sites), 'allocation site')} leaked: "
+                 f"memory kept rising over {rounds} (after {warmup}; "
+                 f"traceback limit {self.traceback_limit})"]
+        for site in shown:
+            lines.extend(site.format(frames))
+        rest = self.sites[len(shown):]
+        cut = frames is not None and any(len(site.traceback) > frames
+                                         for site in shown)
+        if rest:
+            size = sum(site.size for site in rest) / self.rounds
+            lines.append(f"{_plural(len(rest), 'other leaking site')}: "
+                         f"size={format_size(size)} per round")
+        if (rest or cut) and more:
+            lines.append(more)
+        return "\n".join(lines)

@@ -13,12 +13,11 @@ tracing is on: it then checks memory blocks and file descriptors only.
 """
 
 import gc
-import marshal
 import os
 import sys
 
 import tracemalloc
-from tracemalloc import Traceback, leaks
+from tracemalloc import _leakcore
 
 
 def _harness_directories():
@@ -40,15 +39,13 @@ class RefleakTracer:
 
     regrtest counts memory blocks and references between runs, so the
     tracer must not hold any between runs either: after each snapshot, the
-    state of its leak check is packed into one bytes object (big enough to
-    bypass pymalloc, whose blocks regrtest counts) with marshal, every
-    object of the check is freed, and a full collection empties the free
-    lists that they went to.
+    state of its recorder (tracemalloc._leakcore.Recorder) is packed into
+    one bytes object (big enough to bypass pymalloc, whose blocks regrtest
+    counts) by Recorder.dumps(), every other object of the check is freed,
+    and a full collection empties the free lists that they went to.  The
+    only other object it keeps is the marker of a TracingGuard, allocated
+    outside pymalloc too and kept from the first run to the last.
     """
-
-    # The LeakCheck attributes that live from one round to the next.
-    _STATE = ('_previous_sites', '_changes', '_measured', '_round_sizes',
-              '_round_counts', '_first_totals', '_last_totals')
 
     def __init__(self, test_name, warmups, runs):
         self.active = tracemalloc.is_tracing()
@@ -58,50 +55,45 @@ class RefleakTracer:
         self._index = 0
         self._state = None
         self._report = None
+        self._guard = None
         if self.active:
-            check = self._new_check()
-            check._begin()
-            self._freeze(check)
-            # What a first snapshot allocates for good (the engine's and
-            # the interpreter's one-time caches) must not count in a run.
-            leaks._workload_totals(leaks._Ownership(),
-                                   tracemalloc._get_traces(), {})
-            del check
+            self._guard = _leakcore.TracingGuard()
+            recorder = _leakcore.Recorder(runs)
+            if warmups == 0:
+                # The base is the memory before the first run.
+                recorder.record(_leakcore.Ownership(),
+                                tracemalloc._get_traces())
+            else:
+                # What a first snapshot allocates for good (the engine's
+                # and the interpreter's one-time caches) must not count in
+                # a run.
+                _leakcore.workload_totals(_leakcore.Ownership(),
+                                          tracemalloc._get_traces(), {})
+            self._state = recorder.dumps()
+            del recorder
             gc.collect()
-
-    def _new_check(self):
-        check = leaks.LeakCheck(warmup=self.warmups, rounds=self.runs,
-                                min_rounds=self.runs, cleanup=False,
-                                title=self.test_name)
-        # regrtest collected the garbage just before.
-        check._collect_garbage = False
-        return check
-
-    def _freeze(self, check):
-        self._state = marshal.dumps(tuple(getattr(check, name)
-                                          for name in self._STATE))
-
-    def _thaw(self):
-        check = self._new_check()
-        check._ownership = leaks._Ownership()
-        check._canonical = {}
-        for name, value in zip(self._STATE, marshal.loads(self._state)):
-            setattr(check, name, value)
-        return check
 
     def snapshot(self):
         """Take a snapshot; call it after each run, after regrtest's cleanup
         and garbage collection, and before regrtest reads its counts.
         Return the number of memory blocks and of references that the
         tracer holds between runs: (0, 0), as it holds none (see the
-        class)."""
+        class).
+
+        Raise tracemalloc.leaks.LeakCheckError when tracing was stopped or
+        cleared since the tracer was made: the sites could not be told."""
         if self.active:
-            check = self._thaw()
-            check._end_round(self._index)
+            self._guard.check()
+            # The snapshots after the warm-up runs but the last are not
+            # recorded: the one after the last warm-up run is the base.
+            if self._index >= self.warmups - 1:
+                recorder = _leakcore.Recorder.loads(self._state)
+                recorder.record(_leakcore.Ownership(),
+                                tracemalloc._get_traces())
+                self._state = recorder.dumps()
+                del recorder
+                gc.collect()
             self._index += 1
-            self._freeze(check)
-            del check
-            gc.collect()
         return 0, 0
 
     def report(self, file=None):
@@ -110,22 +102,14 @@ class RefleakTracer:
         if not self.active:
             return None
         if self._report is None:
-            self._report = self._thaw()._finish()
+            self._guard.check()
+            recorder = _leakcore.Recorder.loads(self._state)
             self._state = None
-            self._trim_harness_frames(self._report)
+            # regrtest's leak is growth in every run: so are its sites.
+            self._report = recorder.report(
+                warmup=self.warmups, threshold=1, min_rounds=self.runs,
+                traceback_limit=tracemalloc.get_traceback_limit(),
+                title=self.test_name,
+                directories=_harness_directories())
         print(self._report.format(), file=file or sys.stderr, flush=True)
         return self._report
-
-    @staticmethod
-    def _trim_harness_frames(report):
-        # The test's own frames end where the harness's begin (unittest
-        # calling the test method): the rest is the same for every
-        # allocation of the test.
-        directories = _harness_directories()
-        for site in report.sites:
-            frames = tuple(reversed(site.traceback._frames))  # most recent
-            end = 1                                           # first
-            while (end < len(frames)
-                   and os.path.dirname(frames[end][0]) not in directories):
-                end += 1
-            site.traceback = Traceback(frames[:end])

@@ -22,8 +22,9 @@ released between rounds; the decorator repeats the test method alone.
 """
 
 import functools
+import unittest
 
-from tracemalloc import leaks
+from tracemalloc import _leakcore, leaks
 
 __all__ = ['no_leaks', 'skip_leak_check', 'LeakCheckMixin']
 
@@ -31,27 +32,38 @@ __all__ = ['no_leaks', 'skip_leak_check', 'LeakCheckMixin']
 # tracebacks of failures: the report is the failure, not this module.
 __unittest = True
 
+# A failure message shows this many sites, with this many frames of each
+# traceback: about 30 lines.  The option full_report=True shows it all.
+MESSAGE_SITES = 3
+MESSAGE_FRAMES = 3
+
 
 def _check_or_fail(test_case, func, options):
     """Run the leak check of *func*; fail *test_case* with the report."""
+    options = dict(options)
+    full = options.pop('full_report', False)
     check = leaks.LeakCheck(**options)
     report = check.run(func)
     if report:
+        if full:
+            message = report.format(limit=None)
+        else:
+            message = report.format(
+                limit=MESSAGE_SITES, frames=MESSAGE_FRAMES,
+                more="(the whole report, every site and frame: "
+                     "full_report=True, as an option of no_leaks() or "
+                     "as leak_check_full_report = True in a "
+                     "LeakCheckMixin class)")
         failure = getattr(test_case, 'failureException', AssertionError)
         if failure is AssertionError:
-            raise leaks.LeakError(report)
-        error = failure(report.format())
+            raise leaks.LeakError(report, message)
+        error = failure(message)
         error.report = report
         raise error
     return report
 
 
-@leaks._calls_workload
-def _call_test(method, args, kwargs):
-    method(*args, **kwargs)
-
-
-@leaks._calls_workload
+@_leakcore.calls_workload
 def _call_test_round(test_case, method, state):
     if state[0]:
         # Fresh fixtures for each round after the first, as for a new test.
@@ -68,7 +80,10 @@ def no_leaks(method=None, **options):
     Use it bare (``@no_leaks``) or with the options of LeakCheck
     (``@no_leaks(rounds=10, threshold=1024)``).  The decorated method runs
     warmup + rounds times and raises the test's failureException (an
-    AssertionError) with the report as its message if something leaked.
+    AssertionError) if something leaked.  Its message is the report,
+    titled with the test's id(), cut to the top sites with a few frames
+    of each; with the option ``full_report=True`` it is the whole report.
+    The exception's *report* attribute is the LeakReport.
     """
     if method is None:
         return functools.partial(no_leaks, **options)
@@ -76,10 +91,16 @@ def no_leaks(method=None, **options):
     @functools.wraps(method)
     def checked(*args, **kwargs):
         test_case = args[0] if args else None
-        options.setdefault('title', getattr(method, '__qualname__', None))
+        check_options = dict(options)
+        # Titled as the mixin titles it: the test's id().
+        if isinstance(test_case, unittest.TestCase):
+            check_options.setdefault('title', test_case.id())
+        else:
+            check_options.setdefault('title',
+                                     getattr(method, '__qualname__', None))
         _check_or_fail(test_case,
-                       functools.partial(_call_test, method, args, kwargs),
-                       options)
+                       functools.partial(method, *args, **kwargs),
+                       check_options)
 
     checked.__tracemalloc_leak_check__ = True
     return checked
@@ -96,9 +117,10 @@ class LeakCheckMixin:
 
     Class attributes set the options of the check: leak_check_warmup,
     leak_check_rounds, leak_check_threshold, leak_check_min_rounds,
-    leak_check_nframe (None: the defaults of tracemalloc.leaks).  A test
-    decorated with skip_leak_check() (or no_leaks, which checks it its own
-    way) is left alone.
+    leak_check_nframe (None: the defaults of tracemalloc.leaks), and
+    leak_check_full_report (true: the failure message is the whole report,
+    not its top sites).  A test decorated with skip_leak_check() (or
+    no_leaks, which checks it its own way) is left alone.
     """
 
     leak_check_warmup = None
@@ -106,16 +128,20 @@ class LeakCheckMixin:
     leak_check_threshold = None
     leak_check_min_rounds = None
     leak_check_nframe = None
+    leak_check_full_report = False
 
     def leak_check_options(self):
-        """The LeakCheck options of this test (override to compute them)."""
+        """The LeakCheck options of this test (override to compute them),
+        and full_report."""
         options = {}
         for name in ('warmup', 'rounds', 'threshold', 'min_rounds',
                      'nframe'):
             value = getattr(self, f'leak_check_{name}')
             if value is not None:
                 options[name] = value
-        options.setdefault('title', self.id())
+        options['title'] = self.id()
+        if self.leak_check_full_report:
+            options['full_report'] = True
         return options
 
     def __init__(self, methodName='runTest'):

@@ -5,7 +5,15 @@ checker calls once per round.  In a leak_* module exactly one line is marked
 with a "# LEAK" comment: the line that allocates the memory that leaks,
 which must be the first site that the checker reports.  A clean_* module
 must report nothing after the warm-up rounds.  A module may define reset()
-to release what its leak kept, so that tests can run it in-process.
+to release what its leak kept, so that tests can run it in-process, and
+seed() and SEEDS when it draws random numbers: the tests run it with each
+of the fixed SEEDS.
+
+Two more lists hold workloads that do not fit that mould:
+C_CALLABLE_LEAKS, whose run is a C callable (no Python line of the target
+allocates: the first site is the checker's call line), and NO_VERDICT,
+whose functions stop, clear or restart tracing, so that a check of them
+must raise instead of giving a verdict.
 """
 
 import os
@@ -25,6 +33,9 @@ LEAKS = [
     "leak_in_thread",
     "leak_c_callback",
     "leak_mutable_default",
+    "leak_every_other_round",
+    "leak_finalizer",
+    "leak_random_cache",
 ]
 
 CLEAN = [
@@ -38,6 +49,18 @@ CLEAN = [
     "clean_slots",
     "clean_bounded_cache",
     "clean_generators",
+    "clean_bounded_buffer",
+    "clean_memory_handler",
+    "clean_random_cache",
+]
+
+C_CALLABLE_LEAKS = [
+    "leak_c_callable",
+]
+
+# Each function of these modules (run, clear, restart) breaks tracing.
+NO_VERDICT = [
+    "stop_tracing",
 ]
 
 LEAK_MARKER = "# LEAK"
