@@ -1264,6 +1264,64 @@ class UnittestIntegrationTest(unittest.TestCase):
         self.assertIn("of 3 rounds", result.failures[0][1])
         self.assertIn("test_leak", result.failures[0][1])
 
+    def test_short_failure_message(self):
+        # Ten leaking sites, each 12 calls deep: the message shows the top
+        # three with three frames each, and says how to get the rest.
+        kept = []
+        codes = [compile(f"kept.append(bytes({100 * n}))",
+                         f"<leak site {n}>", "exec") for n in range(1, 11)]
+
+        def deep(depth, code):
+            if depth:
+                return deep(depth - 1, code)
+            exec(code, {"kept": kept})
+
+        def leak_everywhere():
+            for code in codes:
+                deep(10, code)
+
+        class Case(unittest.TestCase):
+            @no_leaks
+            def test_many(self):
+                leak_everywhere()
+
+            @no_leaks(full_report=True)
+            def test_many_full(self):
+                leak_everywhere()
+        result = run_case(Case("test_many"))
+        message = result.failures[0][1]
+        report_text = message[message.index("tracemalloc: "):]
+        self.assertLessEqual(len(report_text.splitlines()), 40, message)
+        self.assertEqual(len(site_lines(report_text)), 3, message)
+        self.assertIn("frames left out", report_text)
+        self.assertIn("other leaking sites", report_text)
+        self.assertIn("full_report=True", report_text)
+        self.assertIn("Traceback (most recent call first):", report_text)
+        # The oldest frame kept is the test's own line.
+        self.assertIn("leak_everywhere()", report_text)
+
+        result = run_case(Case("test_many_full"))
+        message = result.failures[0][1]
+        self.assertGreater(len(site_lines(message)), 3, message)
+        self.assertNotIn("frames left out", message)
+
+    def test_decorator_and_mixin_same_title(self):
+        kept = []
+
+        class Decorated(unittest.TestCase):
+            @no_leaks
+            def test_it(self):
+                kept.append(bytes(500))
+
+        class Mixed(LeakCheckMixin, unittest.TestCase):
+            def test_it(self):
+                kept.append(bytes(500))
+        for case in (Decorated("test_it"), Mixed("test_it")):
+            with self.subTest(case=type(case).__name__):
+                message = run_case(case).failures[0][1]
+                self.assertIn(f"tracemalloc: {case.id()}: 1 allocation "
+                              f"site leaked", message)
+
     def test_errors_are_errors(self):
         class Case(unittest.TestCase):
             @no_leaks
