@@ -33,6 +33,8 @@ help:
 	@echo "make install PREFIX=/opt/python-tm   install the fork"
 	@echo "make bench | bench-quick   fork vs pristine 3.11.2 benchmarks"
 	@echo "make bench-leakcheck  cost of a leak check in a 10^5-live-trace process"
+	@echo "make test-real-suites the pytest plugin on real projects' suites (Debian sources)"
+	@echo "make bench-pytest-leakcheck  wall-time factor of pytest --tracemalloc-leaks"
 	@echo "make bench-instructions | bench-longrun | bench-snapshots   one benchmark suite"
 	@echo "make sanitizer-test  ASan+UBSan build (build/asan), engine tests and a traced suite slice"
 	@echo "make tsan            ThreadSanitizer build (build/tsan), thread tests and stress under it"
@@ -87,8 +89,13 @@ refresh-patches:
 new-patch:
 	@Tools/fork/new-patch.sh $(NAME) $(FILES)
 
+# After upstream's install, the pytest entry point of tracemalloc.pytest_plugin
+# goes into the installed standard library directory, which the venvs of the
+# installed interpreter see (see Tools/fork/install-pytest-entry-point.sh).
 install: build
 	$(MAKE) -C $(OBJ_DIR) install prefix=$(PREFIX) exec_prefix=$(PREFIX)
+	@Tools/fork/install-pytest-entry-point.sh \
+	    "$(DESTDIR)$(PREFIX)/lib/python$$(. Tools/fork/pin.sh && echo $${UPSTREAM_VERSION%.*})"
 
 # The engine's tests under AddressSanitizer and UndefinedBehaviorSanitizer,
 # in a second out-of-tree build of the same build/src.
@@ -199,6 +206,19 @@ clean:
 
 distclean:
 	rm -rf $(BUILD_DIR) $(FORK_PYTHON)
+
+# The pytest plugin on slices of real projects' test suites (Debian source
+# packages, fetched once into the cache; skipped, saying so, without them).
+# Not part of `make test`, which stays short; .ci/run runs both.
+.PHONY: test-real-suites
+test-real-suites: build
+	@$(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS) \
+	    --only real-suites
+
+# Wall-time factor of pytest --tracemalloc-leaks on the same slices.
+.PHONY: bench-pytest-leakcheck
+bench-pytest-leakcheck: build
+	$(FORK_PYTHON) Tools/bench/pytest_leakcheck.py
 
 # Cost of tracemalloc.leaks per round in a process with 10^5 live traces.
 .PHONY: bench-leakcheck

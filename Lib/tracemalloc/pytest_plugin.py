@@ -1,43 +1,96 @@
-"""Leak checks for pytest: ``python -m pytest -p tracemalloc.pytest_plugin``.
+"""Leak checks for pytest: each checked test runs in rounds, and the
+allocation sites whose memory keeps rising make it fail.
 
-* ``@pytest.mark.tracemalloc_leaks`` (or ``tracemalloc_leaks(rounds=10,
-  threshold=1024)``, with the options of tracemalloc.leaks.LeakCheck)
-  checks one test;
-* ``--tracemalloc-leaks`` checks every test, except those marked
-  ``@pytest.mark.no_tracemalloc_leaks``;
+The fork's ``make install`` registers this plugin with pytest (a
+``pytest11`` entry point), so it is loaded in every pytest session of the
+installed interpreter and of its virtual environments; elsewhere enable it
+with ``-p tracemalloc.pytest_plugin``.  It does nothing until asked:
+
+* ``--tracemalloc-leaks`` checks every test that pytest collects (test
+  functions and methods, parametrized or not, unittest.TestCase methods,
+  doctests), except those marked ``@pytest.mark.no_tracemalloc_leaks``;
+* ``@pytest.mark.tracemalloc_leaks`` checks one test, or every test of a
+  class or module (``pytestmark``); its keyword arguments are those of
+  tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``threshold``,
+  ``min_rounds``, ``nframe``);
 * ``--tracemalloc-warmup``, ``--tracemalloc-rounds``,
-  ``--tracemalloc-threshold`` and ``--tracemalloc-nframe`` change the
-  defaults, which a marker's arguments override.
+  ``--tracemalloc-threshold`` (a size: ``1000``, ``1K``, ``2MB``) and
+  ``--tracemalloc-nframe`` change the defaults, which a marker's arguments
+  override; ``--tracemalloc-full-report`` shows every leaking site with its
+  whole traceback instead of the top ones.
 
-A checked test function runs warmup + rounds times with the same fixtures
-(they are set up once, as for any test), and fails with the leak report as
-its message when some allocation site grew in (almost) every measured
-round.  The end of the session lists the tests that leaked, each with its
-biggest leaking site.  To enable the plugin for a project, add
-``addopts = -p tracemalloc.pytest_plugin`` to its pytest configuration, or
-``pytest_plugins = ["tracemalloc.pytest_plugin"]`` to its root conftest.py.
+A checked test runs warmup + rounds times, each run as pytest runs a test:
+setup, call, teardown.  Function-scoped fixtures are set up and torn down
+in every round (a fresh tmp_path, monkeypatch undone, caplog emptied), and
+so are unittest's setUp(), tearDown() and cleanups; fixtures of a wider
+scope (class, module, package, session) stay set up across the rounds, and
+the last round's teardown tears down those that the next test does not
+share, as after any test.  A test that fails, errors or skips in some round
+gets that round's reports, with a note saying which run it was; it has no
+verdict.  After the last round, a leak turns the test's call report into a
+failure whose message is the leak report: the top sites, each with its
+traceback through the test's code.
+
+The session ends with one line, ``tracemalloc: N checked, N leaked, N not
+checked (...)``, whenever some test was to be checked; under pytest-xdist
+the verdicts travel with the test reports, so the controller prints it.
 """
 
 import functools
-import inspect
+import os
+import re
 
 import pytest
+# The runner's building blocks: the protocol below is pytest's own
+# runtestprotocol(), run once per round.
+from _pytest.runner import call_and_report, show_test_item
 
-from tracemalloc import leaks
+from tracemalloc import _leakcore, leaks
+
+__all__ = []
 
 MARKER = "tracemalloc_leaks"
 SKIP_MARKER = "no_tracemalloc_leaks"
+OPTION_NAMES = ("warmup", "rounds", "threshold", "min_rounds", "nframe")
 
-_leaking_tests_key = pytest.StashKey()
+# What the failure message shows of a leak report, unless
+# --tracemalloc-full-report: the biggest sites, each with the most recent
+# frames of its traceback through the test's code (about 30 lines).
+SHOWN_SITES = 3
+SHOWN_FRAMES = 4
+
+# The attribute of a test's teardown report that carries the check's
+# outcome, a dict of strings (serialisable: pytest-xdist ships reports from
+# its workers to the controller).
+VERDICT_ATTRIBUTE = "tracemalloc_verdict"
+
+_marker_error_key = pytest.StashKey()
+
+_SIZE_SUFFIXES = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
+                  'm': 1024 ** 2, 'mb': 1000 ** 2, 'mib': 1024 ** 2,
+                  'g': 1024 ** 3, 'gb': 1000 ** 3, 'gib': 1024 ** 3}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
+
+
+def _size(text):
+    """A number of bytes, as the command line takes it: 1000, 64K, 1.5MB."""
+    import argparse
+    match = _SIZE.match(text.lower())
+    if match is None or match[2] not in _SIZE_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"must be a size in bytes such as 1000, 64KiB or 2MB, "
+            f"not {text!r}")
+    return int(float(match[1]) * _SIZE_SUFFIXES[match[2]])
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("tracemalloc",
-                            "memory leak checks (tracemalloc)")
+                            "memory leak checks (tracemalloc.leaks)")
     group.addoption(
         "--tracemalloc-leaks", action="store_true", default=False,
-        help="leak check every test (except those marked "
-             f"{SKIP_MARKER})")
+        help=f"leak check every test (except those marked {SKIP_MARKER}): "
+             f"run it in rounds with fresh function-scoped fixtures, and "
+             f"fail it when the memory allocated at some line keeps rising")
     group.addoption(
         "--tracemalloc-warmup", type=int, default=None, metavar="W",
         help=f"warm-up rounds of a leak check (default: "
@@ -47,88 +100,482 @@ def pytest_addoption(parser):
         help=f"measured rounds of a leak check (default: "
              f"{leaks.DEFAULT_ROUNDS})")
     group.addoption(
-        "--tracemalloc-threshold", type=int, default=None, metavar="BYTES",
-        help=f"minimum growth per round of a leaking site (default: "
+        "--tracemalloc-threshold", type=_size, default=None,
+        metavar="SIZE",
+        help=f"minimum growth per round of a leaking site, in bytes; "
+             f"suffixes K, KiB, MB... accepted (default: "
              f"{leaks.DEFAULT_THRESHOLD})")
     group.addoption(
         "--tracemalloc-nframe", type=int, default=None, metavar="N",
         help=f"frames per traceback when the check starts tracing "
              f"(default: {leaks.DEFAULT_NFRAME})")
+    group.addoption(
+        "--tracemalloc-full-report", action="store_true", default=False,
+        help=f"show every leaking site with its whole traceback (default: "
+             f"the top {SHOWN_SITES} sites, {SHOWN_FRAMES} frames each)")
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(warmup=W, rounds=R, threshold=BYTES, min_rounds=K): "
-        f"run the test in rounds and fail it when an allocation site "
-        f"grows in (almost) every round (tracemalloc.leaks)")
+        f"{MARKER}(warmup=W, rounds=R, threshold=BYTES, min_rounds=K, "
+        f"nframe=N): run the test in rounds and fail it when the memory "
+        f"allocated at some line keeps rising (tracemalloc.leaks)")
     config.addinivalue_line(
         "markers",
         f"{SKIP_MARKER}: do not leak check this test, even with "
         f"--tracemalloc-leaks")
-    config.stash[_leaking_tests_key] = []
+    config.pluginmanager.register(_Summary(config), "tracemalloc-summary")
 
+
+# --------------------------------------------------------------------------
+# Which tests are checked, and how
 
 def _check_options(item):
-    """The LeakCheck options for *item*, or None if it is not checked."""
+    """The LeakCheck options of *item*; None when it is not to be checked.
+
+    Raise ValueError when its marker's arguments are wrong.
+    """
     marker = item.get_closest_marker(MARKER)
     config = item.config
-    if marker is None:
-        if (not config.getoption("tracemalloc_leaks")
-                or item.get_closest_marker(SKIP_MARKER) is not None):
-            return None
+    if marker is None and not config.getoption("tracemalloc_leaks"):
+        return None
     options = {}
-    for name in ("warmup", "rounds", "threshold", "nframe"):
-        value = config.getoption(f"tracemalloc_{name}")
+    for name in OPTION_NAMES:
+        value = config.getoption(f"tracemalloc_{name}", None)
         if value is not None:
             options[name] = value
     if marker is not None:
         if marker.args:
-            raise TypeError(f"the {MARKER} marker takes keyword arguments "
-                            f"only")
+            raise ValueError(f"the {MARKER} marker takes keyword arguments "
+                             f"only ({', '.join(OPTION_NAMES)}), not "
+                             f"{marker.args!r}")
+        unknown = set(marker.kwargs) - set(OPTION_NAMES)
+        if unknown:
+            raise ValueError(f"the {MARKER} marker has no argument "
+                             f"{', '.join(sorted(unknown))} (it takes "
+                             f"{', '.join(OPTION_NAMES)})")
         options.update(marker.kwargs)
-    options.setdefault("title", item.nodeid)
+    options["title"] = item.nodeid
+    leaks.LeakCheck(**options)          # ValueError on a bad value
     return options
 
 
-@leaks._calls_workload
-def _call_test(function, arguments):
-    function(**arguments)
+def _verdict(status, reason="", **fields):
+    verdict = {"status": status}
+    if reason:
+        verdict["reason"] = reason
+    verdict.update(fields)
+    return verdict
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    options = _check_options(pyfuncitem)
+def pytest_runtest_protocol(item, nextitem):
+    exempt = item.get_closest_marker(SKIP_MARKER) is not None
+    try:
+        options = None if exempt else _check_options(item)
+    except (TypeError, ValueError) as error:
+        item.stash[_marker_error_key] = str(error)
+        return _run_unchecked(item, nextitem, _verdict(
+            "not checked", f"bad {MARKER} marker"))
     if options is None:
-        return None
-    function = pyfuncitem.obj
-    if (inspect.iscoroutinefunction(function)
-            or inspect.isasyncgenfunction(function)):
-        # Async tests belong to their own plugin (pytest-asyncio...).
-        return None
-    arguments = {name: pyfuncitem.funcargs[name]
-                 for name in pyfuncitem._fixtureinfo.argnames}
-    report = leaks.check(functools.partial(_call_test, function, arguments),
-                         **options)
-    if report:
-        pyfuncitem.config.stash[_leaking_tests_key].append(
-            (pyfuncitem.nodeid, report))
-        pytest.fail(report.format(), pytrace=False)
+        if exempt and (item.config.getoption("tracemalloc_leaks")
+                       or item.get_closest_marker(MARKER) is not None):
+            return _run_unchecked(item, nextitem,
+                                  _verdict("not checked", SKIP_MARKER))
+        return None         # pytest's own protocol
+    config = item.config
+    if config.getoption("setuponly", False):
+        return _run_unchecked(item, nextitem,
+                              _verdict("not checked", "--setup-only"))
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid,
+                                       location=item.location)
+    reports = _run_checked(item, nextitem, options)
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid,
+                                        location=item.location)
     return True
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    leaking = config.stash.get(_leaking_tests_key, [])
-    if not leaking:
-        return
-    plural = "s" if len(leaking) > 1 else ""
-    terminalreporter.section(f"tracemalloc: {len(leaking)} leaking "
-                             f"test{plural}")
-    for nodeid, report in leaking:
-        site = report.sites[0]
-        more = len(report.sites) - 1
-        terminalreporter.write_line(f"{nodeid}")
-        terminalreporter.write_line(f"    {site.format()[0]}")
-        if more:
-            terminalreporter.write_line(f"    and {more} other leaking "
-                                        f"site{'s' if more > 1 else ''}")
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    error = item.stash.get(_marker_error_key, None)
+    if error is not None:
+        pytest.fail(error, pytrace=False)
+
+
+def _run_unchecked(item, nextitem, verdict):
+    """Run *item* once, as pytest would; its teardown report carries
+    *verdict* (why it was not checked)."""
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid,
+                                       location=item.location)
+    reports = _run_round(item, nextitem, True)
+    setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid,
+                                        location=item.location)
+    return True
+
+
+# --------------------------------------------------------------------------
+# The rounds
+
+@_leakcore.calls_workload
+def _run_round(item, nextitem, last):
+    """Run *item* once as pytest's runtestprotocol() does, without logging
+    the reports; return them.
+
+    Unless this is the *last* round or the item did not pass, its teardown
+    stops at the item: the fixtures of a wider scope stay set up for the
+    next round (teardown_exact() keeps the nodes of the "next item"'s
+    chain, here the item's parent's).
+    """
+    if hasattr(item, "_request") and not item._request:
+        item._initrequest()
+    reports = [call_and_report(item, "setup", log=False)]
+    if reports[0].passed:
+        if item.config.getoption("setupshow", False):
+            show_test_item(item)
+        reports.append(call_and_report(item, "call", log=False))
+    if not last and all(report.passed for report in reports):
+        nextitem = item.parent
+    reports.append(call_and_report(item, "teardown", log=False,
+                                   nextitem=nextitem))
+    if hasattr(item, "_request"):
+        item._request = False
+        item.funcargs = None
+    return reports
+
+
+class _RoundState:
+    """What a test run leaves on its item, put back before the next round:
+    a rerun starts from what the first run saw.
+
+    * the item's captured output and user properties (record_property),
+      which pytest only ever appends to;
+    * a doctest's namespace, which the doctest runner empties when the
+      examples are done (pytest then fills it again from a copy of the
+      module's namespace made at collection).
+    """
+
+    def __init__(self, item):
+        self.item = item
+        self.user_properties = list(getattr(item, "user_properties", ()))
+        dtest = getattr(item, "dtest", None)
+        globs = getattr(dtest, "globs", None)
+        self.globs = dict(globs) if isinstance(globs, dict) else None
+
+    def restore(self):
+        item = self.item
+        if hasattr(item, "user_properties"):
+            item.user_properties[:] = self.user_properties
+        sections = getattr(item, "_report_sections", None)
+        if sections is not None:
+            sections.clear()
+        if self.globs is not None:
+            globs = item.dtest.globs
+            globs.clear()
+            globs.update(self.globs)
+
+
+def _finalizer_counts(item):
+    """{node: number of finalizers} of the nodes set up for *item*."""
+    return {node: len(finalizers) for node, (finalizers, _)
+            in item.session._setupstate.stack.items()}
+
+
+def _drop_stale_finalizers(item, counts):
+    """Drop the finalizers that the last round of *item* left behind, on
+    the fixtures and the nodes of a wider scope, and that only repeat one
+    left by an earlier round.
+
+    pytest registers a finalizer each time a test uses a fixture, and keeps
+    those of a wider fixture until it is torn down, long after the test
+    finished: when a test uses a session-scoped fixture (tmp_path_factory,
+    doctest_namespace, a unittest class's setUpClass), the session keeps
+    one more finalizer, and the fixture request it holds, per use; when a
+    function-scoped fixture depends on a wider one (tmp_path on
+    tmp_path_factory), the wider one keeps one more.  Over the rounds of
+    one test that would be growth in every round.  The copies dropped here
+    would only finish again a fixture that another finalizer finishes.
+    *counts* (from _finalizer_counts() before the first round) tells the
+    finalizers that were there before the check, which stay.
+    """
+    for node, (finalizers, _) in item.session._setupstate.stack.items():
+        start = counts.get(node, 0)
+        if len(finalizers) <= start:
+            continue
+        finishing = set()
+        kept = finalizers[:start]
+        for finalizer in finalizers[:start]:
+            definition = _finalized_fixture(finalizer)
+            if definition is not None:
+                finishing.add(id(definition))
+        for finalizer in finalizers[start:]:
+            definition = _finalized_fixture(finalizer)
+            if definition is not None:
+                if id(definition) in finishing:
+                    continue
+                finishing.add(id(definition))
+            kept.append(finalizer)
+        finalizers[:] = kept
+    manager = item.session._fixturemanager
+    for definitions in manager._arg2fixturedefs.values():
+        for definition in definitions:
+            finalizers = getattr(definition, "_finalizers", None)
+            if not finalizers or definition.scope == "function":
+                continue
+            kept = [finalizer for finalizer in finalizers
+                    if not _finishes_finished_fixture(finalizer, item)]
+            if len(kept) != len(finalizers):
+                finalizers[:] = kept
+
+
+def _finalized_fixture(finalizer):
+    """The fixture definition that *finalizer* finishes, if it is one that
+    pytest's FixtureRequest registers on a node (a lambda calling
+    fixturedef.finish(request=subrequest)); else None."""
+    code = getattr(finalizer, "__code__", None)
+    if (code is None or code.co_name != "<lambda>"
+            or code.co_freevars != ("fixturedef", "subrequest")):
+        return None
+    try:
+        return finalizer.__closure__[0].cell_contents
+    except (TypeError, IndexError, ValueError):
+        return None
+
+
+def _finishes_finished_fixture(finalizer, item):
+    """Whether *finalizer* is a FixtureDef.finish() of a fixture of *item*
+    that is already finished (a function-scoped one, torn down)."""
+    if not isinstance(finalizer, functools.partial):
+        return False
+    owner = getattr(finalizer.func, "__self__", None)
+    request = finalizer.keywords.get("request")
+    return (getattr(finalizer.func, "__name__", None) == "finish"
+            and owner is not None
+            and getattr(owner, "cached_result", True) is None
+            and getattr(request, "_pyfuncitem", None) is item)
+
+
+def _run_checked(item, nextitem, options):
+    """Run the rounds of *item*'s leak check; return the reports to log,
+    the last one carrying the verdict."""
+    check = leaks.LeakCheck(**options)
+    total = check.warmup + check.rounds
+    state = _RoundState(item)
+    counts = _finalizer_counts(item)
+    reports = None
+    index = 0
+    rounds = iter(check)
+    try:
+        for index in rounds:
+            if index:
+                state.restore()
+            last = index == total - 1
+            reports = _run_round(item, nextitem, last)
+            if not all(report.passed for report in reports):
+                break
+            if not last:
+                _drop_stale_finalizers(item, counts)
+        else:
+            index = total
+    except leaks.LeakCheckError as error:
+        # The test stopped, cleared or restarted tracing.
+        if reports is None or not reports[-1].passed:
+            raise
+        if index < total - 1:
+            # The rounds ended with the item's own teardown: the fixtures
+            # of a wider scope need theirs.
+            item.session._setupstate.teardown_exact(nextitem)
+        setattr(reports[-1], VERDICT_ATTRIBUTE,
+                _verdict("not checked", f"no verdict ({error})"))
+        return reports
+    finally:
+        rounds.close()
+    if index < total:
+        return _no_verdict(item, reports, index, total)
+    report = check.report
+    if not report:
+        verdict = _verdict("checked")
+    else:
+        call = reports[1]
+        text = _format_report(item, report)
+        call.outcome = "failed"
+        call.longrepr = text
+        first = _display_site(item, report.sites[0])
+        verdict = _verdict("leaked", site=first.format()[0],
+                           sites=str(len(report.sites)))
+    setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
+    return reports
+
+
+def _no_verdict(item, reports, index, total):
+    """The reports of a check stopped in round *index* (0-based) by a
+    failure, an error or a skip."""
+    failed = [report for report in reports if report.failed]
+    if failed:
+        reason = (f"failed in run {index + 1}" if index
+                  else "failed")
+    else:
+        reason = "skipped"
+    if index and failed:
+        note = (f"The leak check runs this test {total} times, each time "
+                f"with fresh function-scoped fixtures; it passed "
+                f"{index} time{'s' if index > 1 else ''}, then failed in "
+                f"run {index + 1} (above), so it has no leak verdict.  A "
+                f"test that passes alone but fails when run again depends "
+                f"on state that an earlier run left behind, outside its "
+                f"fixtures.  To leave it unchecked: "
+                f"@pytest.mark.{SKIP_MARKER}.")
+        for report in failed:
+            report.sections.append(("tracemalloc leak check", note))
+    setattr(reports[-1], VERDICT_ATTRIBUTE,
+            _verdict("not checked", reason))
+    return reports
+
+
+# --------------------------------------------------------------------------
+# The failure message
+
+def _harness_directories():
+    """Directories of the code that runs a test: pytest's, pluggy's, and
+    the standard library's unittest and doctest."""
+    import doctest
+    import unittest
+    import pluggy
+    import _pytest
+    roots = [os.path.dirname(module.__file__)
+             for module in (_pytest, pluggy, unittest)]
+    return roots, {os.path.abspath(doctest.__file__)}
+
+
+_DOCTEST_FILENAME = re.compile(r"<doctest (?P<name>.+)\[(?P<index>\d+)\]>$")
+
+
+def _doctest_location(item, filename, lineno):
+    """Where the example that a '<doctest NAME[I]>' frame runs is written:
+    (its file, line), or None."""
+    match = _DOCTEST_FILENAME.match(filename)
+    dtest = getattr(item, "dtest", None)
+    if match is None or dtest is None or match["name"] != dtest.name:
+        return None
+    index = int(match["index"])
+    if (not 0 <= index < len(dtest.examples) or dtest.filename is None
+            or dtest.lineno is None):
+        return None
+    example = dtest.examples[index]
+    return dtest.filename, dtest.lineno + example.lineno + lineno
+
+
+def _display_frames(item, traceback):
+    """The raw frames (most recent first) of *traceback* to show: the
+    harness's frames at the oldest end left out, doctest examples named by
+    their file and line."""
+    roots, files = _harness_directories()
+
+    def is_harness(filename):
+        if filename in files:
+            return True
+        return any(filename.startswith(root + os.sep) for root in roots)
+
+    frames = [(frame.filename, frame.lineno) for frame in traceback]
+    own = _leakcore.package_files()
+    start = 0                               # oldest first
+    while start < len(frames) - 1 and (frames[start][0] in own
+                                       or is_harness(frames[start][0])):
+        start += 1
+    shown = []
+    for filename, lineno in reversed(frames[start:]):
+        location = _doctest_location(item, filename, lineno)
+        shown.append(location if location is not None
+                     else (filename, lineno))
+    return tuple(shown)
+
+
+def _display_site(item, site):
+    """*site* as the failure message shows it."""
+    filename, lineno = site.filename, site.lineno
+    location = _doctest_location(item, filename, lineno)
+    if location is not None:
+        filename, lineno = location
+    from tracemalloc import Traceback
+    return leaks.LeakSite(filename, lineno, site.sizes, site.counts,
+                          Traceback(_display_frames(item, site.traceback)),
+                          site.domain)
+
+
+def _format_report(item, report):
+    if item.config.getoption("tracemalloc_full_report", False):
+        return report.format(limit=None)
+    sites = [_display_site(item, site) for site in report.sites]
+    shown = leaks.LeakReport(
+        sites, warmup=report.warmup, rounds=report.rounds,
+        threshold=report.threshold, min_rounds=report.min_rounds,
+        traceback_limit=report.traceback_limit, sizes=report.sizes,
+        counts=report.counts, title=report.title)
+    return shown.format(
+        limit=SHOWN_SITES, frames=SHOWN_FRAMES,
+        more="(every site, with whole tracebacks through pytest's own "
+             "frames: --tracemalloc-full-report)")
+
+
+# --------------------------------------------------------------------------
+# The end of the session
+
+class _Summary:
+    """Collects the verdicts from the test reports (under pytest-xdist, on
+    the controller, from the workers' reports) and prints them last."""
+
+    def __init__(self, config):
+        self.config = config
+        self.checked = 0
+        self.leaked = []            # (nodeid, first site line, sites)
+        self.not_checked = {}       # reason: count
+
+    def pytest_runtest_logreport(self, report):
+        verdict = getattr(report, VERDICT_ATTRIBUTE, None)
+        if not verdict or report.when != "teardown":
+            return
+        status = verdict.get("status")
+        if status == "checked":
+            self.checked += 1
+        elif status == "leaked":
+            self.checked += 1
+            self.leaked.append((report.nodeid, verdict.get("site", ""),
+                                int(verdict.get("sites", 1))))
+        else:
+            reason = verdict.get("reason", "unknown")
+            self.not_checked[reason] = self.not_checked.get(reason, 0) + 1
+
+    def summary_line(self):
+        not_checked = sum(self.not_checked.values())
+        line = (f"tracemalloc: {self.checked} checked, {len(self.leaked)} "
+                f"leaked, {not_checked} not checked")
+        if not_checked:
+            reasons = sorted(self.not_checked.items(),
+                             key=lambda pair: (-pair[1], pair[0]))
+            line += " (" + ", ".join(f"{count} {reason}"
+                                     for reason, count in reasons) + ")"
+        return line
+
+    def pytest_terminal_summary(self, terminalreporter):
+        enabled = (self.config.getoption("tracemalloc_leaks")
+                   or self.checked or self.not_checked)
+        if not enabled:
+            return
+        if self.leaked:
+            count = len(self.leaked)
+            terminalreporter.section(
+                f"tracemalloc: {count} leaking test"
+                f"{'s' if count > 1 else ''}")
+            for nodeid, site, sites in self.leaked:
+                terminalreporter.write_line(nodeid)
+                terminalreporter.write_line(f"    {site}")
+                if sites > 1:
+                    terminalreporter.write_line(
+                        f"    and {sites - 1} other leaking site"
+                        f"{'s' if sites > 2 else ''}")
+        terminalreporter.write_sep("-", self.summary_line())

@@ -43,9 +43,14 @@ OURS = [
     "test.test_tracemalloc_fuzz_corpus",
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
+    "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
     "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without pristine 3.11.2
 ]
+
+# `make test-real-suites` (--only real-suites): the pytest plugin on slices
+# of real projects' test suites; minutes, not part of `make test`.
+REAL_SUITES = ["test.test_tracemalloc_realsuites"]
 
 # Our tests that must also pass with tracing on from startup, the way users
 # run their suites (their child processes inherit PYTHONTRACEMALLOC).
@@ -165,8 +170,8 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--only", choices=["conformance", "ours",
-                                           "regression"],
-                        help="run one group only")
+                                           "regression", "real-suites"],
+                        help="run one group only (real-suites: only so)")
     args = parser.parse_args()
 
     runs = []
@@ -181,6 +186,9 @@ def main():
         for m in OURS_TRACED:
             runs.append(("fork[PYTHONTRACEMALLOC=25]", m,
                          {"PYTHONTRACEMALLOC": "25"}))
+    if args.only == "real-suites":
+        for m in REAL_SUITES:
+            runs.append(("real-suites", m, {}))
     if args.only in (None, "regression"):
         for m in REGRESSION:
             runs.append(("regression[plain]", m, {}))

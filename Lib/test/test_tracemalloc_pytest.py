@@ -1,0 +1,682 @@
+"""Tests of tracemalloc.pytest_plugin, the leak checker's pytest plugin.
+
+pytest is not part of the standard library: these tests run Debian's
+python3-pytest and python3-pytest-xdist (pure Python) on the fork, in child
+processes, and skip, saying so, when they are not installed.
+
+The main test is MixedFileTest: one file holding a leaking
+unittest.TestCase method, a leaking test function and a leaking doctest,
+next to clean tests that use monkeypatch, caplog, capsys, an exclusive file
+in tmp_path, parametrize and a test class; exactly the three leaks must be
+reported, each with its leaking line first, serially and under
+pytest-xdist's -n 2.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import unittest
+
+from test.support import os_helper
+
+PYTEST_SITE = os.environ.get("TRACEMALLOC_TEST_PYTEST_PATH",
+                             "/usr/lib/python3/dist-packages")
+# The pure-Python packages that pytest and pytest-xdist need: the directory
+# also holds compiled modules built for the system's Python, which are kept
+# off the path.
+PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging",
+                   "attr", "attrs", "py.py", "py", "exceptiongroup", "tomli",
+                   "xdist", "execnet")
+# Their metadata too: pytest finds pytest-xdist's plugin by its entry point.
+PYTEST_DISTRIBUTIONS = re.compile(
+    r"(pytest|pluggy|iniconfig|packaging|attrs|exceptiongroup|tomli|"
+    r"pytest_xdist|execnet)-[^-]+\.(dist|egg)-info$")
+
+
+
+def _repository():
+    """The fork's repository: this file is in its Lib/test, or in the
+    Lib/test of its build tree, build/src."""
+    lib_parent = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    for candidate in (lib_parent,
+                      os.path.dirname(os.path.dirname(lib_parent))):
+        if os.path.isfile(os.path.join(candidate, "Tools", "fork",
+                                       "pin.sh")):
+            return candidate
+    return lib_parent
+
+
+REPO = _repository()
+ENTRY_POINT_SCRIPT = os.path.join(REPO, "Tools", "fork",
+                                  "install-pytest-entry-point.sh")
+
+# A site line of a leak report: FILE:LINE: size=..., count=... per round
+SITE_LINE = re.compile(r"^(?P<file>\S.*?):(?P<line>\d+): size=\S+ \S+, "
+                       r"count=\S+ per round")
+# Files with doctests are checked with 8 measured rounds instead of 5: each
+# round of a doctest item sets it up anew, and that leaves one more
+# 120-byte block attributed to typing.py (an Iterable[str] annotation of
+# pytest's fixture closure) in each of the first three measured rounds,
+# then none: bounded growth that 5 rounds cannot tell from a leak.
+DOCTEST_ROUNDS = "--tracemalloc-rounds=8"
+
+SUMMARY_LINE = re.compile(r"tracemalloc: (?P<checked>\d+) checked, "
+                          r"(?P<leaked>\d+) leaked, (?P<not_checked>\d+) "
+                          r"not checked(?: \((?P<reasons>[^)]*)\))?")
+
+
+def pytest_installed():
+    return os.path.isdir(os.path.join(PYTEST_SITE, "_pytest"))
+
+
+def xdist_installed():
+    return os.path.isdir(os.path.join(PYTEST_SITE, "xdist"))
+
+
+def make_pytest_site(directory):
+    """Fill *directory* with links to pytest, pytest-xdist and their
+    dependencies only; return it."""
+    os.makedirs(directory, exist_ok=True)
+    for name in os.listdir(PYTEST_SITE):
+        if name in PYTEST_PACKAGES or PYTEST_DISTRIBUTIONS.match(name):
+            os.symlink(os.path.join(PYTEST_SITE, name),
+                       os.path.join(directory, name))
+    return directory
+
+
+class PytestHarness:
+    """Mixin: run pytest on the fork in a temporary directory."""
+
+    # Extra directories for PYTHONPATH, after pytest's.
+    extra_path = ()
+
+    def setUp(self):
+        super().setUp()
+        if not pytest_installed():
+            self.skipTest(f"pytest is not installed (no _pytest in "
+                          f"{PYTEST_SITE}; on Debian: apt-get install "
+                          f"python3-pytest python3-pytest-xdist)")
+        self.directory = self.enterContext(os_helper.temp_dir())
+        self.site = make_pytest_site(os.path.join(self.directory, "site"))
+        self.work = os.path.join(self.directory, "work")
+        os.mkdir(self.work)
+
+    def write(self, name, text):
+        path = os.path.join(self.work, name)
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(textwrap.dedent(text))
+        return path
+
+    def run_pytest(self, *args, plugin=True, path=(), cwd=None,
+                   timeout=900):
+        """Run pytest; return (returncode, output): stdout and stderr."""
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                   "--color=no"]
+        if plugin:
+            command += ["-p", "tracemalloc.pytest_plugin"]
+        command += list(args)
+        env = dict(os.environ)
+        for name in ("PYTHONTRACEMALLOC", "PYTEST_ADDOPTS",
+                     "PYTEST_PLUGINS", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
+            env.pop(name, None)
+        env["PYTHONPATH"] = os.pathsep.join([*path, self.site,
+                                             *self.extra_path])
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        process = subprocess.run(command, cwd=cwd or self.work, env=env,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, timeout=timeout)
+        return (process.returncode,
+                process.stdout.decode("utf-8", "replace"))
+
+    def summary(self, output):
+        """The plugin's last line, as a dict; fail if it is missing."""
+        matches = list(SUMMARY_LINE.finditer(output))
+        self.assertEqual(len(matches), 1, output)
+        match = matches[0]
+        return {"checked": int(match["checked"]),
+                "leaked": int(match["leaked"]),
+                "not_checked": int(match["not_checked"]),
+                "reasons": match["reasons"] or ""}
+
+    def failures(self, output):
+        """{test name: [(file, line) of each site line]} of the failure
+        sections of pytest's output."""
+        result = {}
+        name = None
+        for line in output.splitlines():
+            header = re.match(r"^_{3,} (.+?) _{3,}$", line)
+            if header:
+                name = header[1]
+                result[name] = []
+                continue
+            if line.startswith("=") or line.startswith("-" * 10):
+                if not line.startswith("-" * 10):
+                    name = None
+                continue
+            match = SITE_LINE.match(line)
+            if match and name is not None:
+                result[name].append((match["file"], int(match["line"])))
+        return result
+
+
+def marked_line(path, mark):
+    """The line number of the line of *path* that ends with *mark*."""
+    with open(path, encoding="utf-8") as file:
+        for lineno, line in enumerate(file, 1):
+            if line.rstrip().endswith(mark):
+                return lineno
+    raise ValueError(f"{mark!r} not found in {path}")
+
+
+MIXED = '''\
+"""A mixed test file: three leaks, and clean tests of every kind."""
+
+import logging
+import os
+import unittest
+
+import pytest
+
+_kept = []
+
+
+def leaky_helper():
+    """A leaking doctest:
+
+    >>> _kept.append(bytearray(3000))  # LEAK-DOCTEST
+    >>> len(_kept) > 0
+    True
+    """
+
+
+def clean_helper():
+    """A clean doctest:
+
+    >>> sorted({3, 1, 2})
+    [1, 2, 3]
+    """
+
+
+class LeakyCase(unittest.TestCase):
+    def setUp(self):
+        self.resource = list(range(50))
+
+    def tearDown(self):
+        self.resource = None
+
+    def test_leak(self):
+        _kept.append(bytes(2000))  # LEAK-TESTCASE
+
+    def test_clean(self):
+        self.addCleanup(self.resource.clear)
+        self.assertEqual(len(self.resource), 50)
+
+
+def test_leak():
+    _kept.append("x" * 2500 + str(len(_kept)))  # LEAK-FUNCTION
+
+
+def test_monkeypatch(monkeypatch):
+    monkeypatch.setattr(os, "sep", "/")
+    monkeypatch.setenv("TRACEMALLOC_PYTEST_MIXED", "value" * 20)
+    monkeypatch.setitem(os.environ, "TRACEMALLOC_PYTEST_OTHER", "1")
+    assert os.environ["TRACEMALLOC_PYTEST_MIXED"].startswith("value")
+
+
+def test_caplog(caplog):
+    logging.getLogger("mixed").warning("hello %s", "world" * 10)
+    assert "hello world" in caplog.text
+
+
+def test_capsys(capsys):
+    print("hello" * 100)
+    assert capsys.readouterr().out.startswith("hello")
+
+
+def test_exclusive_file(tmp_path):
+    with open(tmp_path / "made-once", "x") as file:
+        file.write("x" * 1000)
+
+
+@pytest.mark.parametrize("size", [1, 10, 100])
+def test_parametrized(size):
+    assert len(list(range(size))) == size
+
+
+class TestClassBased:
+    def setup_method(self):
+        self.data = list(range(100))
+
+    def test_method(self):
+        assert sorted(self.data, reverse=True)[0] == 99
+'''
+
+# The tests of MIXED: 4 leak-free tests of a kind, the 3 leaks, 2 doctests.
+MIXED_LEAKS = {
+    "LeakyCase.test_leak": "LEAK-TESTCASE",
+    "test_leak": "LEAK-FUNCTION",
+    "[doctest] test_mixed.leaky_helper": "LEAK-DOCTEST",
+}
+MIXED_TESTS = 13
+
+
+class MixedFileTest(PytestHarness, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.path = self.write("test_mixed.py", MIXED)
+
+    def check_mixed(self, output, returncode):
+        self.assertEqual(returncode, 1, output)
+        failures = self.failures(output)
+        self.assertEqual(set(failures), set(MIXED_LEAKS), output)
+        for name, mark in MIXED_LEAKS.items():
+            with self.subTest(test=name):
+                sites = failures[name]
+                self.assertTrue(sites, output)
+                filename, lineno = sites[0]
+                self.assertEqual(os.path.basename(filename), "test_mixed.py",
+                                 output)
+                self.assertEqual(lineno, marked_line(self.path, mark),
+                                 output)
+        self.assertIn(f"3 failed, {MIXED_TESTS - 3} passed", output)
+        self.assertEqual(self.summary(output),
+                         {"checked": MIXED_TESTS, "leaked": 3,
+                          "not_checked": 0, "reasons": ""})
+
+    def test_serial(self):
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", DOCTEST_ROUNDS, "--doctest-modules",
+            "test_mixed.py")
+        self.check_mixed(output, returncode)
+
+    def test_xdist(self):
+        if not xdist_installed():
+            self.skipTest(f"pytest-xdist is not installed (no xdist in "
+                          f"{PYTEST_SITE}; on Debian: apt-get install "
+                          f"python3-pytest-xdist)")
+        returncode, output = self.run_pytest(
+            "-n", "2", "--tracemalloc-leaks", DOCTEST_ROUNDS,
+            "--doctest-modules", "test_mixed.py")
+        self.assertIn("gw0 [13] / gw1 [13]", output)
+        self.check_mixed(output, returncode)
+
+    def test_without_the_option_nothing_is_checked(self):
+        returncode, output = self.run_pytest("--doctest-modules",
+                                             "test_mixed.py")
+        # The doctest that leaks still passes when run once.
+        self.assertEqual(returncode, 0, output)
+        self.assertIn(f"{MIXED_TESTS} passed", output)
+        self.assertNotIn("tracemalloc:", output)
+
+
+class ItemKindsTest(PytestHarness, unittest.TestCase):
+    """Each kind of item pytest collects, checked alone."""
+
+    def test_marker_on_testcase_method(self):
+        self.write("test_case.py", """\
+            import unittest
+            import pytest
+
+            _kept = []
+
+            class Case(unittest.TestCase):
+                @pytest.mark.tracemalloc_leaks(rounds=4)
+                def test_leak(self):
+                    _kept.append(bytes(1500))  # LEAK
+
+                def test_unmarked(self):
+                    _kept.append(bytes(1500))
+            """)
+        returncode, output = self.run_pytest("test_case.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(list(self.failures(output)), ["Case.test_leak"],
+                         output)
+        self.assertIn("over 4 rounds", output)
+        self.assertEqual(self.summary(output)["checked"], 1)
+
+    def test_testcase_fixtures_run_every_round(self):
+        # setUp, tearDown and the cleanups run around each round: the
+        # counts below are those of 2 + 5 runs, and what setUp allocates
+        # and tearDown drops is not a leak.
+        self.write("test_case.py", """\
+            import unittest
+            import pytest
+
+            calls = dict.fromkeys(["setUp", "test", "tearDown", "cleanup"],
+                                  0)
+
+            def called(name):
+                calls[name] += 1
+
+            class Case(unittest.TestCase):
+                def setUp(self):
+                    called("setUp")
+                    self.buffer = bytearray(10000)
+                    self.addCleanup(called, "cleanup")
+
+                def tearDown(self):
+                    called("tearDown")
+                    del self.buffer
+
+                def test_it(self):
+                    called("test")
+
+            @pytest.mark.no_tracemalloc_leaks
+            def test_counts():
+                assert calls == dict.fromkeys(calls, 7), calls
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_case.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(self.summary(output),
+                         {"checked": 1, "leaked": 0, "not_checked": 1,
+                          "reasons": "1 no_tracemalloc_leaks"})
+
+    def test_doctest_glob(self):
+        path = self.write("leaky.txt", """\
+            A text file of examples:
+
+            >>> import sys
+            >>> kept = sys.modules.setdefault("_leaky_txt_kept", [])
+            >>> kept.append(bytearray(2500))  # LEAK
+            >>> 1 + 1
+            2
+            """)
+        self.write("clean.txt", """\
+            >>> ", ".join(sorted(["b", "a"]))
+            'a, b'
+            """)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", DOCTEST_ROUNDS, "--doctest-glob=*.txt",
+            "leaky.txt", "clean.txt")
+        self.assertEqual(returncode, 1, output)
+        failures = self.failures(output)
+        self.assertEqual(list(failures), ["[doctest] leaky.txt"], output)
+        filename, lineno = failures["[doctest] leaky.txt"][0]
+        self.assertEqual((os.path.basename(filename), lineno),
+                         ("leaky.txt", marked_line(path, "# LEAK")))
+        self.assertEqual(self.summary(output)["checked"], 2)
+
+    def test_module_marker_and_exemption(self):
+        self.write("test_marked.py", """\
+            import pytest
+
+            pytestmark = pytest.mark.tracemalloc_leaks(rounds=3)
+            _kept = []
+
+            def test_leak():
+                _kept.append(bytes(1200))  # LEAK
+
+            @pytest.mark.no_tracemalloc_leaks
+            def test_exempt():
+                _kept.append(bytes(1200))
+
+            @pytest.mark.skip(reason="not today")
+            def test_skipped():
+                pass
+            """)
+        returncode, output = self.run_pytest("-rs", "test_marked.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(list(self.failures(output)), ["test_leak"], output)
+        self.assertEqual(self.summary(output),
+                         {"checked": 1, "leaked": 1, "not_checked": 2,
+                          "reasons": "1 no_tracemalloc_leaks, 1 skipped"})
+
+
+class FixtureRoundsTest(PytestHarness, unittest.TestCase):
+    def test_function_fixtures_fresh_each_round(self):
+        self.write("conftest.py", """\
+            import pytest
+
+            events = []
+
+            @pytest.fixture
+            def per_test():
+                events.append("set up")
+                yield bytearray(5000)
+                events.append("torn down")
+
+            @pytest.fixture(scope="module")
+            def per_module():
+                events.append("module set up")
+                yield
+                events.append("module torn down")
+            """)
+        self.write("test_fixtures.py", """\
+            import conftest
+
+            def test_uses_both(per_test, per_module, tmp_path):
+                assert not list(tmp_path.iterdir())
+                (tmp_path / "file").write_text("x")
+
+            def test_events():
+                assert conftest.events.count("set up") == 7
+                assert conftest.events.count("torn down") == 7
+                assert conftest.events.count("module set up") == 1
+                assert conftest.events.count("module torn down") == 0
+            """)
+        returncode, output = self.run_pytest(
+            "test_fixtures.py::test_uses_both", "test_fixtures.py::test_events",
+            "-k", "uses_both or events",
+            "-o", "python_files=test_*.py",
+            "--tracemalloc-leaks", "--tracemalloc-rounds=5")
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(self.summary(output)["checked"], 2)
+
+    def test_fixture_that_leaks_is_reported(self):
+        self.write("test_leaky_fixture.py", """\
+            import pytest
+
+            _registry = []
+
+            @pytest.fixture
+            def registered():
+                _registry.append(bytearray(1800))  # LEAK
+                yield
+
+            def test_uses_it(registered):
+                pass
+            """)
+        path = os.path.join(self.work, "test_leaky_fixture.py")
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_leaky_fixture.py")
+        self.assertEqual(returncode, 1, output)
+        sites = self.failures(output)["test_uses_it"]
+        self.assertEqual(sites[0][1], marked_line(path, "# LEAK"), output)
+
+    def test_not_repeatable_test_says_so(self):
+        self.write("test_once.py", """\
+            _runs = []
+
+            def test_once():
+                _runs.append(1)
+                assert len(_runs) == 1
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_once.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertIn("tracemalloc leak check", output)
+        self.assertIn("passed 1 time, then failed in run 2", output)
+        self.assertIn("@pytest.mark.no_tracemalloc_leaks", output)
+        self.assertEqual(self.summary(output),
+                         {"checked": 0, "leaked": 0, "not_checked": 1,
+                          "reasons": "1 failed in run 2"})
+
+
+class OptionsTest(PytestHarness, unittest.TestCase):
+    LEAK = """\
+        _kept = []
+
+        def test_leak():
+            _kept.append(bytes(3000))  # LEAK
+        """
+
+    def test_threshold_with_suffix(self):
+        self.write("test_leak.py", self.LEAK)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-threshold", "1K",
+            "test_leak.py")
+        self.assertEqual(returncode, 1, output)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-threshold=64KiB",
+            "test_leak.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(self.summary(output)["leaked"], 0)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-threshold=1Q",
+            "test_leak.py")
+        self.assertEqual(returncode, 4, output)
+        self.assertIn("must be a size in bytes", output)
+
+    def test_clean_session_prints_the_summary(self):
+        self.write("test_clean.py", """\
+            def test_a():
+                assert sorted([2, 1]) == [1, 2]
+
+            def test_b():
+                assert "".join(["a", "b"]) == "ab"
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_clean.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(self.summary(output),
+                         {"checked": 2, "leaked": 0, "not_checked": 0,
+                          "reasons": ""})
+        # The line comes just before pytest's own last line.
+        lines = output.strip().splitlines()
+        self.assertRegex(lines[-2], SUMMARY_LINE)
+        self.assertIn("2 passed", lines[-1])
+
+    def test_bad_marker_arguments_fail_the_test(self):
+        self.write("test_bad.py", """\
+            import pytest
+
+            @pytest.mark.tracemalloc_leaks(rounds=0)
+            def test_zero_rounds():
+                pass
+
+            @pytest.mark.tracemalloc_leaks(round=3)
+            def test_misspelt():
+                pass
+            """)
+        returncode, output = self.run_pytest("test_bad.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertIn("rounds must be >= 1", output)
+        self.assertIn("has no argument round", output)
+        self.assertEqual(self.summary(output)["not_checked"], 2)
+
+    def test_failure_message_is_short(self):
+        # Six leaking sites deep in a call chain: the message shows the
+        # top ones with a few frames each, and says how to get the rest.
+        self.write("test_many.py", """\
+            _kept = []
+
+            def level3(size):
+                _kept.append(bytearray(size))
+
+            def level2(size):
+                level3(size)
+
+            def level1(size):
+                level2(size)
+
+            def test_many():
+                level1(6000)
+                _kept.append(bytearray(5000))
+                _kept.append(bytearray(4000))
+                _kept.append(bytearray(3000))
+                _kept.append(bytearray(2000))
+                _kept.append(bytearray(1000))
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_many.py")
+        self.assertEqual(returncode, 1, output)
+        start = output.index("tracemalloc: test_many.py::test_many:")
+        end = output.index("\n", output.index("--tracemalloc-full-report",
+                                              start))
+        message = output[start:end].splitlines()
+        self.assertLessEqual(len(message), 32, "\n".join(message))
+        self.assertIn("3 other leaking sites", output)
+        sites = self.failures(output)["test_many"]
+        self.assertEqual(len(sites), 3)
+        # The biggest site first, its traceback through the test's frames
+        # only (no pytest or pluggy frame).
+        self.assertEqual(sites[0][1], 4)
+        self.assertNotIn("_pytest", output[start:end])
+        self.assertNotIn("pluggy", output[start:end])
+
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-full-report",
+            "test_many.py")
+        self.assertEqual(len(self.failures(output)["test_many"]), 6)
+        self.assertIn("_pytest", output)
+
+
+class EntryPointTest(PytestHarness, unittest.TestCase):
+    """The dist-info that `make install` writes makes pytest load the
+    plugin without -p (Tools/fork/install-pytest-entry-point.sh)."""
+
+    def setUp(self):
+        super().setUp()
+        self.plugins = os.path.join(self.directory, "plugins")
+        subprocess.run(["bash", ENTRY_POINT_SCRIPT, self.plugins],
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def test_loaded_without_p(self):
+        self.write("test_marked.py", """\
+            import pytest
+
+            _kept = []
+
+            @pytest.mark.tracemalloc_leaks
+            def test_leak():
+                _kept.append(bytes(1000))
+            """)
+        returncode, output = self.run_pytest(
+            "--strict-markers", "test_marked.py", plugin=False,
+            path=[self.plugins])
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 1)
+        returncode, output = self.run_pytest(
+            "--strict-markers", "--tracemalloc-leaks", "test_marked.py",
+            plugin=False, path=[self.plugins])
+        self.assertEqual(returncode, 1, output)
+        # With -p as well, the plugin is registered once.
+        returncode, output = self.run_pytest(
+            "--strict-markers", "test_marked.py", path=[self.plugins])
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 1)
+
+    def test_without_entry_point_marker_is_unknown(self):
+        # What the entry point fixes: without the plugin, --strict-markers
+        # refuses the marker.
+        self.write("test_marked.py", """\
+            import pytest
+
+            @pytest.mark.tracemalloc_leaks
+            def test_it():
+                pass
+            """)
+        returncode, output = self.run_pytest(
+            "--strict-markers", "test_marked.py", plugin=False)
+        self.assertNotEqual(returncode, 0, output)
+        self.assertIn("'tracemalloc_leaks' not found in `markers`", output)
+
+    def test_unmarked_session_is_silent(self):
+        self.write("test_plain.py", """\
+            def test_it():
+                pass
+            """)
+        returncode, output = self.run_pytest(
+            "test_plain.py", plugin=False, path=[self.plugins])
+        self.assertEqual(returncode, 0, output)
+        self.assertIn("plugins: tracemalloc-fork", output)
+        self.assertNotIn("tracemalloc:", output)
+
+
+if __name__ == "__main__":
+    unittest.main()
