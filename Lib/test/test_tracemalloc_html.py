@@ -909,6 +909,28 @@ class BrowserTests(unittest.TestCase):
                                 reverse=True))
         self.assert_no_errors()
 
+    def legend(self):
+        return self.driver.execute(
+            "return document.getElementById('legend').textContent;")
+
+    def test_legend_names_the_real_changes(self):
+        # The legend once gave the biggest change either way as both the
+        # biggest growth and the biggest release ("shrank by 10.2 MiB" when
+        # nothing shrank).
+        base = tracemalloc.Snapshot([(0, 100, (("a.py", 1),), 1)], 5)
+        grown = tracemalloc.Snapshot([(0, 100, (("a.py", 1),), 1),
+                                      (0, 5000, (("b.py", 2),), 1)], 5)
+        self.load(grown, "grew-only.html", base=base)
+        self.assertEqual(self.legend(), "unchangedgrew by up to 5000 B")
+
+        base = tracemalloc.Snapshot([(0, 3000, (("a.py", 1),), 1)], 5)
+        mixed = tracemalloc.Snapshot([(0, 1000, (("a.py", 1),), 1),
+                                      (0, 500, (("b.py", 2),), 1)], 5)
+        self.load(mixed, "mixed.html", base=base)
+        self.assertEqual(self.legend(), "shrank by up to 2000 B"
+                                        "unchangedgrew by up to 500 B")
+        self.assert_no_errors()
+
     def test_hostile_names(self):
         nasty = "</script><img src=x onerror=alert(1)><!--"
         traces = [(0, 4000, ((nasty + ".py", 1), ("<stdin>", 2)), 2),

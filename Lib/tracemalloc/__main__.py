@@ -117,27 +117,91 @@ def _ensure_tracing(parser, nframe):
 # --------------------------------------------------------------------------
 # HTML reports (tracemalloc.htmlreport is imported only when asked for)
 
-def _html_report_module(parser):
-    """Import tracemalloc.htmlreport, or exit with a usage error.
+def _check_html_report_module(parser):
+    """Exit with a usage error if tracemalloc.htmlreport is missing.
 
     Commands that take --html call it before doing any work, so that a
-    missing report module is said at once, not after a long run.
+    missing report module is said at once, not after a long run.  It finds
+    the module without importing it: the report module imports json and
+    re, and had the tool imported them before the target ran, the target's
+    own imports of them would cost nothing and leave its report (issue 21:
+    "of 59 sites" with --html became "of 11 sites").
     """
+    import importlib.util
+
+    name = 'tracemalloc.htmlreport'
+    if sys.modules.get(name) is not None:
+        return
     try:
-        from tracemalloc import htmlreport
-    except ImportError as exc:
-        if exc.name not in ('tracemalloc.htmlreport',):
-            raise
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         parser.exit(EXIT_USAGE, f"{parser.prog}: error: the HTML report "
                                 f"is not available in this Python "
                                 f"(no module tracemalloc.htmlreport)\n")
-    return htmlreport
 
 
 def _write_html(parser, snapshot, path, *, base=None, title=None):
-    htmlreport = _html_report_module(parser)
+    """Write the report; only called once the target is done."""
+    try:
+        from tracemalloc import htmlreport
+    except ImportError as exc:
+        if exc.name != 'tracemalloc.htmlreport':
+            raise
+        _check_html_report_module(parser)
+        raise
     htmlreport.write_html(snapshot, path, base=base, title=title)
     print(f"tracemalloc: HTML report written to {path}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------
+# The tool's own frames
+
+def _tool_frames_trimmer():
+    """Return trim(frames): the raw *frames* (most recent first) less the
+    frames through which the tool ran the target.
+
+    The rule is the leak checker's, _leakcore.strip_tool_frames(), applied
+    once per distinct traceback.
+    """
+    from tracemalloc import _leakcore
+
+    trimmed = {}
+
+    def trim(frames):
+        result = trimmed.get(frames)
+        if result is None:
+            traceback = Traceback(frames)
+            stripped = _leakcore.strip_tool_frames(traceback)
+            if stripped is traceback:
+                result = frames
+            else:
+                # Traceback keeps its frames oldest first.
+                result = tuple(reversed(stripped._frames))
+            trimmed[frames] = result
+        return result
+
+    return trim
+
+
+def _without_tool_frames(snapshot, trim=None):
+    """Return a copy of *snapshot* whose tracebacks lack the tool's frames
+    (see _tool_frames_trimmer()), so that the text report, the dumped
+    snapshot and the HTML report show the same call paths: the target's."""
+    from tracemalloc import _Columns
+
+    if trim is None:
+        trim = _tool_frames_trimmer()
+    columns = getattr(snapshot.traces, '_columns', None)
+    if columns is not None:
+        columns = _Columns(list(map(trim, columns.frames)),
+                           columns.total_nframe, columns.threads,
+                           columns.domains, columns.sizes, columns.indexes)
+        return snapshot._derived(columns)
+    return snapshot._derived([(trace[0], trace[1], trim(trace[2]),
+                               *trace[3:])
+                              for trace in snapshot.traces._traces])
 
 
 # --------------------------------------------------------------------------
@@ -150,17 +214,23 @@ class _RunnerNoise(BaseFilter):
     which runs the target, in the import bootstrap (whose allocations are
     module code objects) or '<unknown>', or if any of its frames is one of
     *code_lines*, the (filename, lineno) pairs of code that the tool runs
-    after the target finished, such as printing its error.
+    after the target finished, such as printing its error.  It is dropped
+    too when the leak checker's rule (_leakcore.Ownership, *ownership*)
+    calls it the tool's: its most recent frame of this package is not a
+    line through which the tool runs the target (those of _run_target()),
+    as when the tool's own code calls the standard library.
     """
 
     # Decides on the frames alone: see Snapshot.filter_traces().
     _frames_only = True
 
-    def __init__(self, filenames, directories, code_lines):
+    def __init__(self, filenames, directories, code_lines, ownership):
         super().__init__(False)
         self._filenames = frozenset(filenames)
         self._directories = frozenset(directories)
         self._code_lines = frozenset(code_lines)
+        self._is_workload = ownership.is_workload
+        self._is_runpy_own = _runpy_own_checker()
 
     def _match(self, trace):
         frames = trace[2]
@@ -169,7 +239,48 @@ class _RunnerNoise(BaseFilter):
             if (filename in self._filenames
                     or os.path.dirname(filename) in self._directories):
                 return False
-        return self._code_lines.isdisjoint(frames)
+        return (self._code_lines.isdisjoint(frames)
+                and self._is_workload(frames)
+                and not self._is_runpy_own(frames))
+
+
+class _RunpyNoise(BaseFilter):
+    """Exclusive filter dropping what runpy allocates for itself (see
+    _runpy_own_checker())."""
+
+    _frames_only = True
+
+    def __init__(self):
+        super().__init__(False)
+        self._is_runpy_own = _runpy_own_checker()
+
+    def _match(self, trace):
+        return not self._is_runpy_own(trace[2])
+
+
+def _runpy_own_checker():
+    """Return is_runpy_own(frames): true for the raw *frames* (most recent
+    first) of what runpy allocated for itself while it prepared to run the
+    target (an isinstance() cache, a path), below a line of runpy other
+    than the one that executes the target's code.  Such memory is the
+    tool's, but its most recent frames are the standard library's."""
+    import dis
+    import runpy
+
+    code = runpy._run_code.__code__
+    runpy_file = code.co_filename
+    exec_lines = {(runpy_file, instruction.positions.lineno)
+                  for instruction in dis.get_instructions(code)
+                  if instruction.opname == 'LOAD_GLOBAL'
+                  and instruction.argval == 'exec'}
+
+    def is_runpy_own(frames):
+        for frame in frames:
+            if frame[0] == runpy_file:
+                return frame not in exec_lines
+        return False
+
+    return is_runpy_own
 
 
 def _code_lines(function):
@@ -244,20 +355,6 @@ def _print_target_error(exc, file):
     tb = _skip_runner_frames(exc.__traceback__)
     traceback.print_exception(type(exc), exc, tb, file=file)
     file.flush()
-
-
-def _without_runner_frames(traceback):
-    """Return *traceback* less its oldest frames from this tool and runpy.
-
-    They are the same for every allocation of the target: noise.
-    """
-    frames = traceback._frames              # oldest first
-    start = 0
-    while start < len(frames) and _is_runner_file(frames[start][0]):
-        start += 1
-    if start == len(frames):
-        return traceback
-    return Traceback(tuple(reversed(frames[start:])))
 
 
 def _run_parser(prog, usage):
@@ -341,19 +438,9 @@ def _format_run_report(stats, options, traceback_limit, file):
     for rank, stat in enumerate(shown, 1):
         amount = (f"size={_format_size(stat.size_diff, False)}, "
                   f"count={stat.count_diff}")
-        if options.group_by == "traceback":
-            write(f"#{rank}: {amount}, allocated at:\n")
-            for line in _without_runner_frames(stat.traceback).format():
-                write(f"  {line}\n")
-            continue
-        frame = stat.traceback[0]
-        if options.group_by == "filename":
-            write(f"#{rank}: {frame.filename}: {amount}\n")
-            continue
-        write(f"#{rank}: {frame.filename}:{frame.lineno}: {amount}\n")
-        source = linecache.getline(frame.filename, frame.lineno).strip()
-        if source:
-            write(f"    {source}\n")
+        for line in _format_stat_lines(rank, stat, options.group_by,
+                                       amount):
+            write(f"{line}\n")
     rest = grown[options.top:]
     if rest:
         size = sum(stat.size_diff for stat in rest)
@@ -384,7 +471,13 @@ def command_run(argv, prog=f"{PROG} run"):
     parser = _run_parser(prog, usage)
     options = _parse_run_args(parser, argv)
     if options.html:
-        _html_report_module(parser)
+        _check_html_report_module(parser)
+
+    from tracemalloc import _leakcore
+
+    # What the target allocates, it allocates under the lines of
+    # _run_target() (see _RunnerNoise).
+    _leakcore.calls_workload(_run_target)
 
     # Set up the target's environment, like "python script.py" would.
     sys.argv[:] = [options.target] + options.args
@@ -399,7 +492,8 @@ def command_run(argv, prog=f"{PROG} run"):
                    "<frozen importlib._bootstrap_external>",
                    "<unknown>"),
         directories=(_package_directory(),),
-        code_lines=_code_lines(_print_target_error))
+        code_lines=_code_lines(_print_target_error),
+        ownership=_leakcore.Ownership())
     # filter_traces() fills an isinstance() cache on first use: fill it now,
     # before the baseline, as it is not the target's doing.
     Snapshot([], 1).filter_traces([noise])
@@ -427,6 +521,11 @@ def command_run(argv, prog=f"{PROG} run"):
               file=report_file)
         return status
     final = take_snapshot(peak=options.peak).filter_traces([noise])
+    # The report, the dump and the HTML report show the target's call
+    # paths, without the frames through which the tool ran it.
+    trim = _tool_frames_trimmer()
+    baseline = _without_tool_frames(baseline, trim)
+    final = _without_tool_frames(final, trim)
     stats = final.compare_to(baseline, options.group_by)
     _format_run_report(stats, options, final.traceback_limit, report_file)
     if options.output:
@@ -487,6 +586,11 @@ def _leaks_parser():
         "--html", metavar="FILE",
         help="also write an HTML report of the last round, compared with "
              "the first measured snapshot, to FILE")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="say nothing until the report; by default, a check that takes "
+             "more than a second says which round it is in, on standard "
+             "error (one line per round unless it is a terminal)")
     parser.add_argument("target", metavar="TARGET",
                         help="module:function, or a script path")
     parser.add_argument("args", nargs=argparse.REMAINDER,
@@ -494,32 +598,154 @@ def _leaks_parser():
     return parser
 
 
-def _load_function(spec):
-    """Import module:function (module:Class.method works too)."""
-    import importlib
+class _Progress:
+    """Say on stderr which round of a leak check is running.
 
-    module_name, _, qualname = spec.partition(':')
-    if not module_name or not qualname:
-        raise _TargetError(f"invalid target {spec!r}: expected "
-                           f"module:function or a script path")
-    if '' not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        target = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _TargetError(f"cannot import {module_name!r}: {exc}") from None
-    except BaseException as exc:
-        _print_target_error(exc, sys.stderr)
-        raise _TargetError(f"importing {module_name!r} failed") from None
-    for name in qualname.split('.'):
+    Nothing is said for a check that ends within PROGRESS_DELAY seconds.
+    After that, on a terminal, one status line is rewritten in place (the
+    round and the time spent so far, updated every second) and erased when
+    the check ends; otherwise, one line per round, when the round starts,
+    so that a CI log gains a line per round and nothing else.
+
+    A thread watches the clock, so that the first long round is announced
+    without waiting for it to end.  It is started with _thread, not
+    threading, so that its oldest frame is _watch(), a frame of this
+    package: everything that it allocates is then the checker's for the
+    leak checker's rule (see _leakcore.Ownership), while a threading.Thread
+    allocates in threading's frames first, which the rule would count as
+    the workload's, and the HTML report would show.
+    """
+
+    POLL = 0.1              # seconds between two looks at the clock
+
+    def __init__(self, title, warmup, rounds, stream, delay):
+        import _thread
+        import time
+
+        self._clock = time.monotonic
+        self._sleep = time.sleep
+        self._title = title
+        self._warmup = warmup
+        self._rounds = rounds
+        self._stream = stream
+        self._delay = delay
         try:
-            target = getattr(target, name)
-        except AttributeError:
-            raise _TargetError(f"module {module_name!r} has no attribute "
-                               f"{qualname!r}") from None
-    if not callable(target):
-        raise _TargetError(f"{spec!r} is not callable")
-    return target
+            self._tty = stream.isatty()
+        except (AttributeError, ValueError):
+            self._tty = False
+        self._lock = _thread.allocate_lock()
+        self._round = 0             # the round running, from 1; 0: none
+        self._shown = (0, -1)       # (round, seconds) last written
+        self._line_open = False     # a status line is on the terminal
+        self._start = self._clock()
+        self._stopping = False
+        # Released by the thread when it starts and when it ends.
+        self._started = _thread.allocate_lock()
+        self._started.acquire()
+        self._ended = _thread.allocate_lock()
+        self._ended.acquire()
+        _thread.start_new_thread(self._watch, ())
+        self._started.acquire()
+
+    def round_started(self):
+        self._round += 1
+        self._update()
+
+    def _text(self, seconds):
+        number = self._round
+        total = self._warmup + self._rounds
+        if number <= self._warmup:
+            phase = f"warm-up {number} of {self._warmup}"
+        else:
+            phase = f"measured {number - self._warmup} of {self._rounds}"
+        return (f"tracemalloc: {self._title}: round {number} of {total} "
+                f"({phase}), {seconds} s elapsed")
+
+    def _update(self):
+        elapsed = self._clock() - self._start
+        if elapsed < self._delay or not self._round:
+            return
+        with self._lock:
+            if self._stopping:
+                return
+            if self._tty:
+                # The clock ticks on a terminal: the check is alive.
+                state = (self._round, int(elapsed))
+                if state == self._shown:
+                    return
+                text = f"\r{self._text(int(elapsed))}\x1b[K"
+                self._line_open = True
+            else:
+                state = (self._round, -1)
+                if state == self._shown:
+                    return
+                text = f"{self._text(f'{elapsed:.1f}')}\n"
+            self._shown = state
+            try:
+                self._stream.write(text)
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def _watch(self):
+        try:
+            self._started.release()
+            while not self._stopping:
+                self._sleep(self.POLL)
+                self._update()
+        finally:
+            self._ended.release()
+
+    def stop(self):
+        """Stop the thread; erase the status line of a terminal."""
+        with self._lock:
+            self._stopping = True
+            if self._line_open:
+                self._line_open = False
+                try:
+                    self._stream.write("\r\x1b[K")
+                    self._stream.flush()
+                except (OSError, ValueError):
+                    pass
+        if self._ended is not None:
+            self._ended.acquire()       # the thread's end
+            self._ended = None
+
+
+# A leak check that ends within this many seconds says nothing until its
+# report.
+PROGRESS_DELAY = 1.0
+
+
+def _round_counter(func, progress):
+    """Return a callable that tells *progress* of each round, then calls
+    *func()*: the workload that the checker runs."""
+    from tracemalloc import _leakcore
+
+    def one_round():
+        progress.round_started()
+        return func()
+    # Its call of func() is a line through which the workload allocates;
+    # what round_started() allocates stays the checker's.
+    return _leakcore.calls_workload(one_round)
+
+
+def _load_function(spec):
+    """Import module:function (module:Class.method works too: see
+    _leakcore.resolve_target())."""
+    from tracemalloc import _leakcore
+
+    try:
+        return _leakcore.resolve_target(spec)
+    except _leakcore.TargetError as exc:
+        raise _TargetError(str(exc)) from None
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        # The module raised while it was imported: its traceback says why.
+        _print_target_error(exc, sys.stderr)
+        module_name = spec.partition(':')[0]
+        raise _TargetError(f"importing {module_name!r} failed") from None
 
 
 def _run_script(path):
@@ -534,12 +760,15 @@ def _run_script(path):
 
 def _script_runner(path, args):
     import functools
-    from tracemalloc import leaks
+    # runpy imports pkgutil the first time that it runs a script: not the
+    # script's doing, yet it would be under the script's first round.
+    import pkgutil  # noqa: F401
+    from tracemalloc import _leakcore
 
     path = os.path.abspath(path)
     sys.argv[:] = [path, *args]
     sys.path[0] = os.path.dirname(path)
-    leaks._calls_workload(_run_script)
+    _leakcore.calls_workload(_run_script)
     return functools.partial(_run_script, path)
 
 
@@ -555,7 +784,7 @@ def command_leaks(argv):
     if options.min_rounds is not None and options.min_rounds > options.rounds:
         parser.error("--min-rounds cannot exceed --rounds")
     if options.html:
-        _html_report_module(parser)
+        _check_html_report_module(parser)
     target = options.target
     try:
         if ':' in target and not os.path.exists(target):
@@ -576,19 +805,40 @@ def command_leaks(argv):
                             threshold=options.threshold,
                             min_rounds=options.min_rounds, title=target,
                             keep_snapshots=bool(options.html))
+    # The report goes where stderr was, even if the target replaces it.
+    report_file = sys.stderr
+    progress = None
+    if not options.quiet:
+        progress = _Progress(target, options.warmup, options.rounds,
+                             report_file, PROGRESS_DELAY)
+        func = _round_counter(func, progress)
     try:
         report = check.run(func)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        _print_target_error(exc, sys.stderr)
+        if progress is not None:
+            progress.stop()
+        _print_target_error(exc, report_file)
         print(f"{parser.prog}: error: the target {target!r} raised "
-              f"{type(exc).__name__}; no verdict", file=sys.stderr)
+              f"{type(exc).__name__}; no verdict", file=report_file)
         return EXIT_USAGE
-    print(report.format(limit=options.limit), file=sys.stderr, flush=True)
+    finally:
+        if progress is not None:
+            progress.stop()
+    print(report.format(limit=options.limit), file=report_file, flush=True)
     if options.html:
-        _write_html(parser, check.last_snapshot, options.html,
-                    base=check.first_snapshot, title=f"leaks of {target}")
+        # The graph shows the target's call paths, from the target's code
+        # down: not the checker's or runpy's frames above them, nor what
+        # runpy allocates for itself to run a script.
+        trim = _tool_frames_trimmer()
+        noise = [_RunpyNoise()]
+        first, last = (_without_tool_frames(snapshot.filter_traces(noise),
+                                            trim)
+                       for snapshot in (check.first_snapshot,
+                                        check.last_snapshot))
+        _write_html(parser, last, options.html, base=first,
+                    title=f"leaks of {target}")
     return EXIT_LEAK if report else EXIT_OK
 
 
@@ -622,9 +872,16 @@ def _check_grouping(parser, options):
                      "filename")
 
 
+# Every traceback that the command line prints says its order, and the
+# order is the same everywhere (leaks' report included): the allocating line
+# first, where a reader starts.
+TRACEBACK_HEADING = "Traceback (most recent call first):"
+
+
 def _format_stat_lines(rank, stat, group_by, amount):
+    """The lines of one site of the run, top and diff reports."""
     if group_by == "traceback":
-        lines = [f"#{rank}: {amount}"]
+        lines = [f"#{rank}: {amount}", f"  {TRACEBACK_HEADING}"]
         lines.extend("  " + line for line in
                      stat.traceback.format(most_recent_first=True))
         return lines
@@ -706,11 +963,18 @@ def command_diff(argv):
         for line in _format_stat_lines(rank, stat, options.group_by, amount):
             print(line, file=out)
     out.flush()
-    if options.fail_over is not None and growth > options.fail_over:
+    if options.fail_over is None:
+        return EXIT_OK
+    # The verdict, one line on stderr whichever it is: a CI log then says
+    # that the check ran, and against which limit.
+    if growth > options.fail_over:
         print(f"{parser.prog}: total growth {_format_size(growth, True)} "
               f"({growth} bytes) is over the limit of "
               f"{options.fail_over} bytes", file=sys.stderr)
         return EXIT_LEAK
+    print(f"{parser.prog}: total growth {_format_size(growth, True)} "
+          f"({growth} bytes) is within the limit of {options.fail_over} "
+          f"bytes", file=sys.stderr)
     return EXIT_OK
 
 

@@ -597,10 +597,15 @@ _SCRIPT = r"""
     }
     return (h >>> 0) % 360;
   }
-  let maxGrowth = 0;
+  // The colour scale runs from the biggest change either way; the legend
+  // names the biggest growth and the biggest release that there are.
+  let maxGrew = 0, maxShrank = 0;
   for (let i = 1; i < n; i++) {
-    maxGrowth = Math.max(maxGrowth, Math.abs(size[i] - baseSize[i]));
+    const growth = size[i] - baseSize[i];
+    if (growth > maxGrew) maxGrew = growth;
+    if (-growth > maxShrank) maxShrank = -growth;
   }
+  const maxGrowth = Math.max(maxGrew, maxShrank);
   function colour(i) {
     if (i === ROOT) return "hsl(210, 15%, 80%)";
     if (isOther(i)) return "hsl(0, 0%, 78%)";
@@ -860,10 +865,21 @@ _SCRIPT = r"""
     if (!withBase || colourMode !== "growth") { legend.hidden = true; return; }
     legend.hidden = false;
     legend.textContent = "";
-    const parts = [["shrank by " + formatSize(maxGrowth),
-                    "hsl(215, 80%, 50%)"],
-                   ["unchanged", "hsl(5, 85%, 96%)"],
-                   ["grew by " + formatSize(maxGrowth), "hsl(5, 85%, 50%)"]];
+    function shade(hue, change) {
+      const t = maxGrowth ? Math.sqrt(change / maxGrowth) : 0;
+      return "hsl(" + hue + ", " + (hue === 5 ? "85%" : "80%") + ", " +
+             (96 - 46 * t).toFixed(1) + "%)";
+    }
+    const parts = [];
+    if (maxShrank > 0) {
+      parts.push(["shrank by up to " + formatSize(maxShrank),
+                  shade(215, maxShrank)]);
+    }
+    parts.push(["unchanged", "hsl(5, 85%, 96%)"]);
+    if (maxGrew > 0) {
+      parts.push(["grew by up to " + formatSize(maxGrew),
+                  shade(5, maxGrew)]);
+    }
     for (const [text, background] of parts) {
       const swatch = document.createElement("span");
       swatch.style.backgroundColor = background;
