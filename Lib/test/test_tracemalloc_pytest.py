@@ -599,7 +599,7 @@ class OptionsTest(PytestHarness, unittest.TestCase):
         end = output.index("\n", output.index("--tracemalloc-full-report",
                                               start))
         message = output[start:end].splitlines()
-        self.assertLessEqual(len(message), 32, "\n".join(message))
+        self.assertLessEqual(len(message), 36, "\n".join(message))
         self.assertIn("3 other leaking sites", output)
         sites = self.failures(output)["test_many"]
         self.assertEqual(len(sites), 3)

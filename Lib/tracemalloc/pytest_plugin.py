@@ -54,10 +54,12 @@ SKIP_MARKER = "no_tracemalloc_leaks"
 OPTION_NAMES = ("warmup", "rounds", "threshold", "min_rounds", "nframe")
 
 # What the failure message shows of a leak report, unless
-# --tracemalloc-full-report: the biggest sites, each with the most recent
-# frames of its traceback through the test's code (about 30 lines).
+# --tracemalloc-full-report: the biggest sites, the first with up to
+# FIRST_SITE_FRAMES frames of its traceback through the test's code, the
+# others with their most recent and oldest frames (about 30 lines).
 SHOWN_SITES = 3
-SHOWN_FRAMES = 4
+FIRST_SITE_FRAMES = 6
+OTHER_SITE_FRAMES = 2
 
 # The attribute of a test's teardown report that carries the check's
 # outcome, a dict of strings (serialisable: pytest-xdist ships reports from
@@ -112,7 +114,7 @@ def pytest_addoption(parser):
     group.addoption(
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
-             f"the top {SHOWN_SITES} sites, {SHOWN_FRAMES} frames each)")
+             f"the top {SHOWN_SITES} sites, a few frames each)")
 
 
 def pytest_configure(config):
@@ -510,16 +512,26 @@ def _display_site(item, site):
 def _format_report(item, report):
     if item.config.getoption("tracemalloc_full_report", False):
         return report.format(limit=None)
-    sites = [_display_site(item, site) for site in report.sites]
+    sites = [_display_site(item, site)
+             for site in report.sites[:SHOWN_SITES]]
     shown = leaks.LeakReport(
         sites, warmup=report.warmup, rounds=report.rounds,
         threshold=report.threshold, min_rounds=report.min_rounds,
         traceback_limit=report.traceback_limit, sizes=report.sizes,
         counts=report.counts, title=report.title)
-    return shown.format(
-        limit=SHOWN_SITES, frames=SHOWN_FRAMES,
-        more="(every site, with whole tracebacks through pytest's own "
-             "frames: --tracemalloc-full-report)")
+    lines = shown.format(limit=0).splitlines()[:1]
+    for index, site in enumerate(sites):
+        lines.extend(site.format(FIRST_SITE_FRAMES if index == 0
+                                 else OTHER_SITE_FRAMES))
+    rest = report.sites[SHOWN_SITES:]
+    if rest:
+        size = sum(site.size for site in rest) / report.rounds
+        lines.append(f"{len(rest)} other leaking site"
+                     f"{'s' if len(rest) > 1 else ''}: "
+                     f"size={_leakcore.format_size(size)} per round")
+    lines.append("(every site, with its whole traceback through pytest's "
+                 "own frames: --tracemalloc-full-report)")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------
