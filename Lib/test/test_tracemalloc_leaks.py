@@ -30,9 +30,14 @@ LIB_DIRECTORY = os.path.dirname(PACKAGE_DIRECTORY)
 
 
 def corpus_module(name):
+    """Import the corpus module *name*; one that draws random numbers
+    starts again from its first seed (see the corpus)."""
     if name == "leak_c_domain":
         import_helper.import_module("_testcapi")
-    return importlib.import_module(f"{corpus.__name__}.{name}")
+    module = importlib.import_module(f"{corpus.__name__}.{name}")
+    if hasattr(module, "seed"):
+        module.seed(module.SEEDS[0])
+    return module
 
 
 def site_lines(text):
@@ -1304,6 +1309,34 @@ class UnittestIntegrationTest(unittest.TestCase):
         message = result.failures[0][1]
         self.assertGreater(len(site_lines(message)), 3, message)
         self.assertNotIn("frames left out", message)
+
+    def test_no_site_of_the_tool(self):
+        # A test that keeps its frames (a stored exception) pins the frame
+        # objects of the code that called it, the tool's among them: they
+        # are not reported as the test's sites.
+        module = corpus_module("leak_stored_traceback")
+
+        class Decorated(unittest.TestCase):
+            @no_leaks(full_report=True)
+            def test_it(self):
+                module.run()
+
+        class Mixed(LeakCheckMixin, unittest.TestCase):
+            leak_check_full_report = True
+
+            def test_it(self):
+                module.run()
+        for case in (Decorated("test_it"), Mixed("test_it")):
+            with self.subTest(case=type(case).__name__):
+                try:
+                    message = run_case(case).failures[0][1]
+                finally:
+                    module.reset()
+                sites = site_lines(message)
+                self.assertTrue(sites, message)
+                self.assertEqual([site for site in sites
+                                  if os.path.dirname(site[0])
+                                  == PACKAGE_DIRECTORY], [], message)
 
     def test_decorator_and_mixin_same_title(self):
         kept = []

@@ -14,7 +14,9 @@ only them:
   calls_workload(function)  register a helper between call_workload() and
                             the workload (a test runner's)
   Ownership                 decides whether a traceback is the workload's
-  strip_tool_frames(tb)     a Traceback without the tool's oldest frames
+  package_files()           files of the modules of this package
+  strip_tool_frames(tb)     a Traceback with only the frames more recent
+                            than the tool's
   resolve_target(spec)      the callable named by "module:qualname"
   TargetError               raised by resolve_target()
   is_leak(sizes, ...)       the verdict on one site's growth per round
@@ -73,9 +75,9 @@ def call_workload(func, *args, **kwargs):
 
 
 _code = call_workload.__code__
-_WORKLOAD_CALLS.add((_code.co_filename,
-                     max(line for _, _, line in _code.co_lines()
-                         if line is not None)))
+_CALL_LINE = (_code.co_filename,
+              max(line for _, _, line in _code.co_lines() if line is not None))
+_WORKLOAD_CALLS.add(_CALL_LINE)
 del _code
 _PACKAGE_DIRECTORY = os.path.dirname(call_workload.__code__.co_filename)
 
@@ -85,7 +87,12 @@ def calls_workload(function):
     call_workload() and the workload, as lines that call the workload.
 
     What is allocated under those lines is the workload's, so the helper
-    must allocate nothing that outlives it there.  Return *function*.
+    must allocate nothing that outlives it there -- not even its own frame
+    object, which a workload that keeps its frames pins (f_back), and which
+    is then allocated on the helper's line that called it.  A helper that
+    makes each of its calls into the workload through call_workload()
+    (which makes its own frame object on a line of the tool) needs no
+    registration, and has no such catch.  Return *function*.
     """
     code = function.__code__
     _WORKLOAD_CALLS.update((code.co_filename, lineno)
@@ -573,7 +580,7 @@ class LeakSite:
         if self.domain:
             line += f", domain {self.domain}"
         lines = [line + ")"]
-        if (self.filename, self.lineno) in _WORKLOAD_CALLS:
+        if (self.filename, self.lineno) == _CALL_LINE:
             lines.append("    (allocated by C code called directly as the "
                          "workload, on the checker's call line)")
         else:

@@ -1,19 +1,17 @@
-"""The random bounded cache of clean_random_cache, with a leak beside it:
-each call also keeps a record that is never dropped.  The leak must be
-found through the cache's ups and downs, with each of the fixed SEEDS."""
+"""A random bounded cache, as in clean_random_cache (an instance of its
+own), with a leak beside it: each call also keeps a record that is never
+dropped.  The leak must be found through the cache's ups and downs, with
+each of the fixed SEEDS."""
 
-from test.tracemalloc_leakcorpus import clean_random_cache
+from test.tracemalloc_leakcorpus.clean_random_cache import RandomCache, SEEDS
 
-SEEDS = clean_random_cache.SEEDS
+_cache = RandomCache()
+seed = _cache.seed
 _history = []
 
 
-def seed(value):
-    clean_random_cache.seed(value)
-
-
 def run():
-    clean_random_cache.run()
+    _cache.run()
     _history.append(b"request %d" % len(_history) * 40)  # LEAK
 
 
