@@ -58,9 +58,6 @@ DEFAULT_WARMUP = 2
 DEFAULT_ROUNDS = 5
 DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
 
-# Until every integration calls tracemalloc._leakcore.calls_workload().
-_calls_workload = _leakcore.calls_workload
-
 
 class LeakError(AssertionError):
     """Raised by assert_no_leaks() and friends.
