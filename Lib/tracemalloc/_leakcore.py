@@ -354,26 +354,34 @@ def workload_totals(ownership, traces, canonical):
     (traces of one call context share it) with C loops, and Python code runs
     once per group.
     """
-    keys = list(map(id, map(_FRAMES, traces)))
-    if any(map(_DOMAIN, traces)):
-        keys = list(zip(map(_DOMAIN, traces), keys))
-        frames_by_key = dict(zip(keys, zip(map(_DOMAIN, traces),
-                                           map(_FRAMES, traces))))
+    frames_column = list(map(_FRAMES, traces))
+    keys = list(map(id, frames_column))
+    counts = Counter(keys) if not any(map(_DOMAIN, traces)) else None
+    if counts is not None:
+        # Domain 0 only, the usual case: the key is the frames' identity.
+        frames_by_key = dict(zip(keys, frames_column))
+        domain_of = _domain_zero
     else:
-        frames_by_key = dict(zip(keys, zip([0] * len(traces),
-                                           map(_FRAMES, traces))))
-    counts = Counter(keys)
+        keys = list(zip(map(_DOMAIN, traces), keys))
+        frames_by_key = dict(zip(keys, frames_column))
+        counts = Counter(keys)
+        domain_of = _DOMAIN
+    del frames_column
     sizes = dict.fromkeys(counts, 0)
     for key, size in zip(keys, map(_SIZE, traces)):
         sizes[key] += size
     del keys
     is_workload = ownership.is_workload
     # Equal frames in distinct tuples (hand-made snapshots) are summed.
-    return sum_by_key(((domain, canonical.setdefault(frames, frames)),
+    return sum_by_key(((domain_of(key), canonical.setdefault(frames, frames)),
                        sizes[key], count)
                       for key, count in counts.items()
-                      for domain, frames in (frames_by_key[key],)
+                      for frames in (frames_by_key[key],)
                       if is_workload(frames))
+
+
+def _domain_zero(key):
+    return 0
 
 
 def site_of(frames):
