@@ -418,13 +418,18 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
             @pytest.mark.skip(reason="not today")
             def test_skipped():
                 pass
+
+            @pytest.mark.xfail(reason="known bug")
+            def test_xfailed():
+                assert False
             """)
         returncode, output = self.run_pytest("-rs", "test_marked.py")
         self.assertEqual(returncode, 1, output)
         self.assertEqual(list(self.failures(output)), ["test_leak"], output)
         self.assertEqual(self.summary(output),
-                         {"checked": 1, "leaked": 1, "not_checked": 2,
-                          "reasons": "1 no_tracemalloc_leaks, 1 skipped"})
+                         {"checked": 1, "leaked": 1, "not_checked": 3,
+                          "reasons": "1 no_tracemalloc_leaks, 1 skipped, "
+                                     "1 xfailed"})
 
 
 class FixtureRoundsTest(PytestHarness, unittest.TestCase):
@@ -487,6 +492,72 @@ class FixtureRoundsTest(PytestHarness, unittest.TestCase):
         self.assertEqual(returncode, 1, output)
         sites = self.failures(output)["test_uses_it"]
         self.assertEqual(sites[0][1], marked_line(path, "# LEAK"), output)
+
+    def test_teardown_failing_in_a_later_round(self):
+        # The rounds stop; the module fixture is still torn down before
+        # the next module's test.
+        self.write("test_a.py", """\
+            import pytest
+
+            events = []
+            runs = []
+
+            @pytest.fixture(scope="module")
+            def per_module():
+                yield
+                events.append("module torn down")
+
+            @pytest.fixture
+            def fragile():
+                yield
+                runs.append(1)
+                if len(runs) == 2:
+                    raise RuntimeError("teardown fails in run 2")
+
+            def test_it(per_module, fragile):
+                pass
+            """)
+        self.write("test_b.py", """\
+            import test_a
+
+            def test_after():
+                assert test_a.events == ["module torn down"]
+            """)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "-p", "no:randomly", "test_a.py",
+            "test_b.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertIn("teardown fails in run 2", output)
+        self.assertIn("2 passed, 1 error", output)
+        self.assertNotIn("INTERNALERROR", output)
+        self.assertEqual(self.summary(output),
+                         {"checked": 1, "leaked": 0, "not_checked": 1,
+                          "reasons": "1 failed in run 2"})
+
+    def test_warnings_are_not_growth(self):
+        # pytest records a test's warnings until it ends: those of the
+        # rounds before the last are dropped, and the summary shows the
+        # warnings of one run.
+        self.write("test_warn.py", """\
+            import warnings
+
+            def test_deprecated():
+                warnings.warn("this API is deprecated", DeprecationWarning)
+
+            def test_user_warning():
+                warnings.warn("careful" * 20)
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_warn.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertIn("2 passed, 2 warnings", output)
+        self.assertEqual(self.summary(output)["checked"], 2)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "-W", "error::DeprecationWarning",
+            "test_warn.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertIn("FAILED test_warn.py::test_deprecated - "
+                      "DeprecationWarning", output)
 
     def test_not_repeatable_test_says_so(self):
         self.write("test_once.py", """\

@@ -15,6 +15,12 @@ directory, the machine's apt configuration untouched) and cached in
   tests are unittest.TestCase classes, by tracemalloc.testing's
   LeakCheckMixin.
 
+The projects: toolz, sortedcontainers (and its doctests), python-jmespath
+(unittest.TestCase classes), python-toml, python-boltons and more-itertools
+(unittest.TestCase classes).  A project whose source cannot be fetched is
+skipped, saying so: the archive mirror of the fork's machines serves the
+source of the first four, not that of the last two.
+
 The slices keep the run short (each checked test runs 7 times, with a
 snapshot of the process after 6 of them); Tools/bench/pytest_leakcheck.py
 measures what the check costs on the same slices.  The tests skip, saying
@@ -156,6 +162,28 @@ PROJECTS = [
                 jmespath.search("a.b[0].c", {"a": {"b": [{"c": 1}]}})
             """),
         unittest_case="tests.test_parser:TestParser"),
+    Project(
+        "python-toml",
+        style="pytest functions",
+        tests=["tests/test_api.py"],
+        exclusions={
+            "tests/test_api.py::test_valid_tests":
+                "needs the toml-test corpus, a git submodule that the "
+                "source package does not ship",
+            "tests/test_api.py::test_invalid_tests":
+                "needs the toml-test corpus, a git submodule that the "
+                "source package does not ship",
+            "tests/test_api.py::test_numpy_floats":
+                "skips without numpy, which is not on the fork's path",
+            "tests/test_api.py::test_numpy_ints":
+                "skips without numpy, which is not on the fork's path",
+        },
+        plant_file="toml/decoder.py",
+        plant=_wrapper("toml.decoder", "loads",
+                       "_planted_original(*args, **kwargs)"),
+        planted_tests=["tests/test_api.py", "-k",
+                       "dict_decoder or inline_dict or ordered"],
+        cli_target="tests.test_api:test_dict_decoder"),
     Project(
         "python-boltons",
         style="pytest functions with fixtures (monkeypatch, tmp_path)",

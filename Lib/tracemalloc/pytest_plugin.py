@@ -39,6 +39,7 @@ the verdicts travel with the test reports, so the controller prints it.
 import functools
 import os
 import re
+import warnings
 
 import pytest
 # The runner's building blocks: the protocol below is pytest's own
@@ -233,7 +234,19 @@ def _run_round(item, nextitem, last):
     stops at the item: the fixtures of a wider scope stay set up for the
     next round (teardown_exact() keeps the nodes of the "next item"'s
     chain, here the item's parent's).
+
+    The warnings of the rounds before the last are dropped: pytest
+    records each warning of a test until the test ends, so those of every
+    round would add up (and be reported once per round).
     """
+    if last:
+        return _run_once(item, nextitem, last)
+    with warnings.catch_warnings(record=True):
+        return _run_once(item, nextitem, last)
+
+
+@_leakcore.calls_workload
+def _run_once(item, nextitem, last):
     if hasattr(item, "_request") and not item._request:
         item._initrequest()
     reports = [call_and_report(item, "setup", log=False)]
@@ -379,6 +392,10 @@ def _run_checked(item, nextitem, options):
             last = index == total - 1
             reports = _run_round(item, nextitem, last)
             if not all(report.passed for report in reports):
+                if not last and all(report.passed
+                                    for report in reports[:-1]):
+                    # Only the item's own teardown ran, and failed.
+                    _finish_teardown(item, nextitem, reports[-1])
                 break
             if not last:
                 _drop_stale_finalizers(item, counts)
@@ -414,6 +431,19 @@ def _run_checked(item, nextitem, options):
     return reports
 
 
+def _finish_teardown(item, nextitem, report):
+    """Tear down the fixtures of a wider scope that the next item does not
+    share, after a round whose teardown stopped at the item; an error is
+    added to the teardown *report*."""
+    try:
+        item.session._setupstate.teardown_exact(nextitem)
+    except Exception as error:
+        report.sections.append(
+            ("tracemalloc leak check",
+             f"tearing down the fixtures of a wider scope also failed: "
+             f"{type(error).__name__}: {error}"))
+
+
 def _no_verdict(item, reports, index, total):
     """The reports of a check stopped in round *index* (0-based) by a
     failure, an error or a skip."""
@@ -421,6 +451,8 @@ def _no_verdict(item, reports, index, total):
     if failed:
         reason = (f"failed in run {index + 1}" if index
                   else "failed")
+    elif any(hasattr(report, "wasxfail") for report in reports):
+        reason = "xfailed"
     else:
         reason = "skipped"
     if index and failed:
