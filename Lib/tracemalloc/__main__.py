@@ -673,7 +673,16 @@ class _Progress:
                 state = (self._round, int(elapsed))
                 if state == self._shown:
                     return
-                text = f"\r{self._text(int(elapsed))}\x1b[K"
+                text = self._text(int(elapsed))
+                try:
+                    columns = os.get_terminal_size(
+                        self._stream.fileno()).columns
+                except (AttributeError, ValueError, OSError):
+                    columns = 0
+                if columns > 1:
+                    # A wrapped line could not be rewritten in place.
+                    text = text[:columns - 1]
+                text = f"\r{text}\x1b[K"
                 self._line_open = True
             else:
                 state = (self._round, -1)
@@ -684,7 +693,7 @@ class _Progress:
             try:
                 self._stream.write(text)
                 self._stream.flush()
-            except (OSError, ValueError):
+            except (AttributeError, OSError, ValueError):
                 pass
 
     def _watch(self):
@@ -705,7 +714,7 @@ class _Progress:
                 try:
                     self._stream.write("\r\x1b[K")
                     self._stream.flush()
-                except (OSError, ValueError):
+                except (AttributeError, OSError, ValueError):
                     pass
         if self._ended is not None:
             self._ended.acquire()       # the thread's end
