@@ -7,6 +7,7 @@ against a naive reference computation) and the ``python -m tracemalloc``
 leak report.
 """
 
+import gc
 import os
 import pickle
 import random
@@ -1082,6 +1083,372 @@ class TestStatisticsColumns(TestStatistics):
             snapshot.statistics('lineno')
         with self.assertRaises(ValueError):
             snapshot.traces._traces
+
+
+@unittest.skipUnless(os.name == 'posix', 'POSIX special files')
+class TestDumpInPlace(SnapshotFileTestCase):
+    """dump() replaces a regular file atomically and writes anything else
+    in place: a rename would replace a device or a FIFO by a regular file,
+    and cannot reach the file behind /dev/stdout."""
+
+    def snapshot(self):
+        return tracemalloc.Snapshot([(0, 10, (("a.py", 1),), 1),
+                                     (0, 20, (("b.py", 2),), 1)], 3)
+
+    def temp_dir(self):
+        directory = os.path.abspath(self.filename + "_dir")
+        os.mkdir(directory)
+        self.addCleanup(os_helper.rmtree, directory)
+        return directory
+
+    def test_fifo(self):
+        fifo = os.path.join(self.temp_dir(), "fifo")
+        os.mkfifo(fifo)
+        # A non-blocking reader opened first: the writer's open() then does
+        # not wait, and the snapshot fits in the pipe's buffer.
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, reader)
+        snapshot = self.snapshot()
+        snapshot.dump(fifo)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        chunks = []
+        while chunk := os.read(reader, 1 << 16):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        self.assertEqual(data, _snapshotfile.encode(snapshot))
+
+    def test_character_device(self):
+        # A node for the device of /dev/null, in a directory of the test's
+        # own: dump(os.devnull) must not turn a device into a file.
+        device = os.path.join(self.temp_dir(), "null")
+        try:
+            os.mknod(device, stat.S_IFCHR | 0o666,
+                     os.stat(os.devnull).st_rdev)
+            with open(device, "wb"):
+                pass
+        except (AttributeError, OSError) as exc:
+            # Not root, or a file system mounted nodev.
+            self.skipTest(f"cannot make a usable device node: {exc}")
+        self.snapshot().dump(device)
+        self.assertTrue(stat.S_ISCHR(os.lstat(device).st_mode))
+        with open(device, "rb") as fp:
+            self.assertEqual(fp.read(), b"")
+
+    @unittest.skipUnless(os.path.exists("/dev/stdout"), "needs /dev/stdout")
+    def test_stdout_pipe(self):
+        import subprocess
+        import sys
+        proc = subprocess.run(
+            [sys.executable, "-c",
+             "import tracemalloc\n"
+             "tracemalloc.Snapshot([(0, 10, (('a.py', 1),), 1)], 3)"
+             ".dump('/dev/stdout')"],
+            stdout=subprocess.PIPE, check=True)
+        self.write(proc.stdout)
+        loaded = tracemalloc.Snapshot.load(self.filename)
+        self.assertEqual(loaded.traces._traces,
+                         [(0, 10, (("a.py", 1),), 1)])
+
+    @unittest.skipUnless(os.path.exists("/dev/stdout"), "needs /dev/stdout")
+    def test_stdout_redirected_to_a_file(self):
+        # /dev/stdout names the file the process has open: it is written
+        # there, not replaced by another file of the same name.
+        import subprocess
+        import sys
+        with open(self.filename, "wb") as out:
+            before = os.fstat(out.fileno())
+            subprocess.run(
+                [sys.executable, "-c",
+                 "import tracemalloc\n"
+                 "tracemalloc.Snapshot([(0, 10, (('a.py', 1),), 1)], 3)"
+                 ".dump('/dev/stdout')"],
+                stdout=out, check=True)
+        after = os.stat(self.filename)
+        self.assertTrue(os.path.samestat(before, after))
+        self.assertEqual(tracemalloc.Snapshot.load(self.filename)
+                         .traceback_limit, 3)
+
+    def test_hard_link(self):
+        # Documented: a regular file is replaced, so the other names of a
+        # hard-linked file keep the previous snapshot.
+        link = self.filename + "_link"
+        self.addCleanup(os_helper.unlink, link)
+        tracemalloc.Snapshot([], 1).dump(self.filename)
+        os.link(self.filename, link)
+        tracemalloc.Snapshot([], 2).dump(self.filename)
+        self.assertEqual(tracemalloc.Snapshot.load(self.filename)
+                         .traceback_limit, 2)
+        self.assertEqual(tracemalloc.Snapshot.load(link).traceback_limit, 1)
+        self.assertFalse(os.path.samefile(self.filename, link))
+
+    def test_regular_file_is_replaced(self):
+        self.write(b"previous content")
+        before = os.stat(self.filename)
+        self.snapshot().dump(self.filename)
+        self.assertFalse(os.path.samestat(before, os.stat(self.filename)))
+
+
+# Pickles made by upstream CPython 3.11.2's tracemalloc (its Lib/tracemalloc
+# is the same in 3.11.7), so with upstream's class layout: Snapshot and
+# _Traces pickled as their __dict__, the others as their __slots__.  Made
+# with:
+#
+#     frames_a = (('a.py', 2), ('b.py', 4))
+#     frames_c = (('c.py', 7),)
+#     snapshot = tracemalloc.Snapshot([(0, 10, frames_a, 3),
+#                                      (0, 10, frames_a, 3),
+#                                      (2, 5, frames_c, 1)], 5)
+#     UPSTREAM_SNAPSHOT_PROTOCOL_0 = pickle.dumps(snapshot, 0)
+#     objects = [snapshot, snapshot.traces[2], snapshot.traces[0].traceback,
+#                snapshot.traces[0].traceback[0],
+#                snapshot.statistics('lineno')[0]]
+#     UPSTREAM_OBJECTS_PROTOCOL_5 = pickle.dumps(objects, 5)
+UPSTREAM_RAW_TRACES = [(0, 10, (('a.py', 2), ('b.py', 4)), 3),
+                       (0, 10, (('a.py', 2), ('b.py', 4)), 3),
+                       (2, 5, (('c.py', 7),), 1)]
+UPSTREAM_SNAPSHOT_PROTOCOL_0 = (
+    b'ccopy_reg\n_reconstructor\np0\n(ctracemalloc\nSnapshot\np1\n'
+    b'c__builtin__\nobject\np2\nNtp3\nRp4\n(dp5\nVtraces\np6\ng0\n'
+    b'(ctracemalloc\n_Traces\np7\ng2\nNtp8\nRp9\n(dp10\nV_traces\np11\n'
+    b'(lp12\n(I0\nI10\n((Va.py\np13\nI2\ntp14\n(Vb.py\np15\nI4\ntp16\n'
+    b'tp17\nI3\ntp18\na(I0\nI10\ng17\nI3\ntp19\na(I2\nI5\n((Vc.py\np20\n'
+    b'I7\ntp21\ntp22\nI1\ntp23\nasbsVtraceback_limit\np24\nI5\nsb.')
+UPSTREAM_OBJECTS_PROTOCOL_5 = (
+    b'\x80\x05\x95y\x01\x00\x00\x00\x00\x00\x00]\x94(\x8c\x0btracemalloc'
+    b'\x94\x8c\x08Snapshot\x94\x93\x94)\x81\x94}\x94(\x8c\x06traces\x94h'
+    b'\x01\x8c\x07_Traces\x94\x93\x94)\x81\x94}\x94\x8c\x07_traces\x94]'
+    b'\x94((K\x00K\n\x8c\x04a.py\x94K\x02\x86\x94\x8c\x04b.py\x94K\x04'
+    b'\x86\x94\x86\x94K\x03t\x94(K\x00K\nh\x11K\x03t\x94(K\x02K\x05\x8c'
+    b'\x04c.py\x94K\x07\x86\x94\x85\x94K\x01t\x94esb\x8c\x0ftraceback_limit'
+    b'\x94K\x05ubh\x01\x8c\x05Trace\x94\x93\x94)\x81\x94N}\x94\x8c\x06_trace'
+    b'\x94h\x17s\x86\x94bh\x01\x8c\tTraceback\x94\x93\x94)\x81\x94N}\x94('
+    b'\x8c\x07_frames\x94h\x10h\x0e\x86\x94\x8c\r_total_nframe\x94K\x03u'
+    b'\x86\x94bh\x01\x8c\x05Frame\x94\x93\x94)\x81\x94N}\x94\x8c\x06_frame'
+    b'\x94h\x10s\x86\x94bh\x01\x8c\tStatistic\x94\x93\x94)\x81\x94N}\x94('
+    b'\x8c\ttraceback\x94h )\x81\x94N}\x94(h#h\x0e\x85\x94h%Nu\x86\x94b'
+    b'\x8c\x04size\x94K\x14\x8c\x05count\x94K\x02u\x86\x94be.')
+
+
+def pristine_python():
+    """Upstream CPython 3.11 to pickle with, or None: the interpreter named
+    by $TRACEMALLOC_PRISTINE_PYTHON, or the build of `make bench-pristine`
+    (only a finished one: its stamp is written last)."""
+    import glob
+    candidates = [os.environ.get("TRACEMALLOC_PRISTINE_PYTHON", "")]
+    cache = os.environ.get("TRACEMALLOC_FORK_CACHE") or os.path.expanduser(
+        "~/.cache/tracemalloc-fork")
+    for stamp in sorted(glob.glob(os.path.join(
+            cache, "pristine-3.11.2-build", "*", ".built"))):
+        candidates.append(os.path.join(os.path.dirname(stamp),
+                                       "Python-3.11.2", "python"))
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class TestUpstreamPickles(unittest.TestCase):
+    """Snapshots pickled by upstream 3.11 (whose dump() used pickle) work
+    in full once unpickled here."""
+
+    def check_snapshot(self, snapshot):
+        self.assertEqual(snapshot.traceback_limit, 5)
+        self.assertEqual(len(snapshot.traces), 3)
+        self.assertEqual(snapshot.traces[2].size, 5)
+        self.assertEqual(snapshot.traces[2].domain, 2)
+        self.assertEqual(list(snapshot.traces),
+                         list(map(tracemalloc.Trace, UPSTREAM_RAW_TRACES)))
+        self.assertIn(tracemalloc.Trace(UPSTREAM_RAW_TRACES[2]),
+                      snapshot.traces)
+        expected = tracemalloc.Snapshot(UPSTREAM_RAW_TRACES, 5)
+        self.assertEqual(snapshot.traces, expected.traces)
+        for key_type in ('lineno', 'filename', 'traceback', 'thread'):
+            with self.subTest(key_type=key_type):
+                self.assertEqual(snapshot.statistics(key_type),
+                                 expected.statistics(key_type))
+        self.assertEqual(snapshot.compare_to(expected, 'lineno')[0].size_diff,
+                         0)
+        filtered = snapshot.filter_traces([tracemalloc.Filter(False,
+                                                              "c.py")])
+        self.assertEqual(len(filtered.traces), 2)
+        self.assertEqual(snapshot.thread_names, {})
+        # And it dumps to a file that loads back.
+        filename = os_helper.TESTFN
+        self.addCleanup(os_helper.unlink, filename)
+        snapshot.dump(filename)
+        self.assertEqual(tracemalloc.Snapshot.load(filename).traces,
+                         expected.traces)
+        # Pickled again, here.
+        self.assertEqual(pickle.loads(pickle.dumps(snapshot)).traces,
+                         expected.traces)
+
+    def test_snapshot_protocol_0(self):
+        self.check_snapshot(pickle.loads(UPSTREAM_SNAPSHOT_PROTOCOL_0))
+
+    def test_objects_protocol_5(self):
+        snapshot, trace, traceback, frame, statistic = pickle.loads(
+            UPSTREAM_OBJECTS_PROTOCOL_5)
+        self.check_snapshot(snapshot)
+        self.assertEqual(trace, tracemalloc.Trace(UPSTREAM_RAW_TRACES[2]))
+        self.assertEqual(trace.traceback[0].filename, 'c.py')
+        self.assertEqual(traceback, tracemalloc.Traceback(
+            UPSTREAM_RAW_TRACES[0][2], 3))
+        self.assertEqual(traceback.total_nframe, 3)
+        self.assertEqual([str(f) for f in traceback], ['b.py:4', 'a.py:2'])
+        self.assertEqual(frame, tracemalloc.Frame(('b.py', 4)))
+        self.assertEqual(statistic, tracemalloc.Statistic(
+            tracemalloc.Traceback((('a.py', 2),)), 20, 2))
+
+    def test_pickled_by_pristine(self):
+        # Differential: a snapshot of real traces, taken and pickled by
+        # upstream, against upstream's own statistics of it.
+        import json
+        import subprocess
+        python = pristine_python()
+        if python is None:
+            self.skipTest("no pristine 3.11 (make bench-pristine, or "
+                          "TRACEMALLOC_PRISTINE_PYTHON)")
+        code = textwrap.dedent("""
+            import json, pickle, sys, tracemalloc
+            tracemalloc.start(4)
+            data = [bytes(100 + i) for i in range(500)]
+            snapshot = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            stats = [[[[f.filename, f.lineno] for f in s.traceback],
+                      s.size, s.count]
+                     for s in snapshot.statistics('traceback')]
+            sys.stdout.write(json.dumps({
+                "pickle": pickle.dumps(snapshot, pickle.HIGHEST_PROTOCOL
+                                       ).hex(),
+                "stats": stats, "count": len(snapshot.traces),
+                "version": list(sys.version_info[:3]),
+                "columns": hasattr(tracemalloc, "_get_columns")}))
+        """)
+        proc = subprocess.run([python, "-I", "-c", code],
+                              capture_output=True, check=True)
+        result = json.loads(proc.stdout)
+        if result["columns"] or result["version"][:2] != [3, 11]:
+            self.skipTest(f"{python} is not an upstream 3.11")
+        snapshot = pickle.loads(bytes.fromhex(result["pickle"]))
+        self.assertEqual(len(snapshot.traces), result["count"])
+        stats = [[[[f.filename, f.lineno] for f in s.traceback],
+                  s.size, s.count]
+                 for s in snapshot.statistics('traceback')]
+        self.assertEqual(stats, result["stats"])
+        self.assertEqual(sum(s.count for s in
+                             snapshot.statistics('thread')),
+                         result["count"])
+
+
+class TestTracesStayPacked(unittest.TestCase):
+    """The public operations on a snapshot's traces read the columns as
+    they are: only private code that reads ``_traces`` gets the list of
+    tuples (about 76 bytes per trace more)."""
+
+    COUNT = 20_000
+
+    def snapshot(self, raw):
+        columns = _snapshotfile._columns_from_traces(raw)
+        return tracemalloc.Snapshot._from_columns(columns, 6)
+
+    def public_operations(self, snapshot, raw):
+        traces = snapshot.traces
+        self.assertIn(tracemalloc.Trace(raw[-1]), traces)
+        self.assertNotIn(tracemalloc.Trace((0, 1, (("nowhere.py", 1),), 1)),
+                         traces)
+        self.assertEqual(traces, self.snapshot(raw).traces)
+        self.assertEqual(traces, tracemalloc.Snapshot(raw, 6).traces)
+        self.assertNotEqual(traces, self.snapshot(raw[:-1]).traces)
+        altered = list(raw)
+        altered[5] = (altered[5][0], altered[5][1] + 1) + altered[5][2:]
+        self.assertNotEqual(traces, self.snapshot(altered).traces)
+        self.assertEqual(pickle.loads(pickle.dumps(snapshot)).traces,
+                         traces)
+        self.assertEqual(sum(trace.size for trace in traces),
+                         sum(trace[1] for trace in raw))
+
+    def test_columns_are_kept(self):
+        raw = make_raw_traces(2000, seed=30)
+        snapshot = self.snapshot(raw)
+        self.public_operations(snapshot, raw)
+        self.assertIsNotNone(snapshot.traces._columns)
+        # Threads: a fifth item per trace.
+        raw = [trace + (7,) for trace in raw]
+        snapshot = self.snapshot(raw)
+        self.public_operations(snapshot, raw)
+        self.assertIsNotNone(snapshot.traces._columns)
+
+    def test_traced_memory(self):
+        # Measured with tracemalloc itself: what the operations leave
+        # allocated, against what the list of tuples costs.
+        raw = make_raw_traces(self.COUNT, seed=31)
+        snapshot = self.snapshot(raw)
+        expected = self.snapshot(raw)
+        probe = tracemalloc.Trace(raw[-1])
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+            self.addCleanup(tracemalloc.stop)
+        # No collection in between: freeing the garbage of earlier tests
+        # would hide what is allocated.
+        gc.collect()
+        if gc.isenabled():
+            gc.disable()
+            self.addCleanup(gc.enable)
+        base = tracemalloc.get_traced_memory()[0]
+        self.assertIn(probe, snapshot.traces)
+        self.assertEqual(snapshot.traces, expected.traces)
+        pickle.dumps(snapshot)
+        left = tracemalloc.get_traced_memory()[0] - base
+        snapshot.traces._traces
+        unpacked = tracemalloc.get_traced_memory()[0] - base
+        # At least the list's item pointers.
+        self.assertGreater(unpacked, self.COUNT * 8)
+        self.assertLess(left, unpacked // 10)
+
+    def test_index_object(self):
+        class Index:
+            def __init__(self, value):
+                self.value = value
+
+            def __index__(self):
+                return self.value
+
+        raw = make_raw_traces(10, seed=32)
+        for snapshot in (self.snapshot(raw), tracemalloc.Snapshot(raw, 6)):
+            traces = snapshot.traces
+            self.assertEqual(traces[Index(3)], tracemalloc.Trace(raw[3]))
+            self.assertEqual(traces[Index(-1)], tracemalloc.Trace(raw[-1]))
+            with self.assertRaises(IndexError):
+                traces[Index(10)]
+            with self.assertRaises(TypeError):
+                traces[3.0]
+
+
+class TestTakeSnapshotSource(unittest.TestCase):
+    """take_snapshot() takes its traces from tracemalloc._get_traces(), as
+    upstream's does (upstream's test_create_snapshot replaces it), asking
+    for the packed columns: code that wraps the function keeps them."""
+
+    def test_wrapped_get_traces_keeps_columns(self):
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+            self.addCleanup(tracemalloc.stop)
+        data = [bytes(64) for _ in range(100)]
+        spy = mock.Mock(wraps=tracemalloc._get_traces)
+        with mock.patch.object(tracemalloc, '_get_traces', spy):
+            snapshot = tracemalloc.take_snapshot()
+        spy.assert_called_once()
+        self.assertIsNotNone(snapshot.traces._columns)
+        self.assertGreaterEqual(len(snapshot.traces), len(data))
+
+    def test_made_up_traces(self):
+        raw = [(0, 5, (('a.py', 2),), 10)]
+        with mock.patch.object(tracemalloc, 'is_tracing', return_value=True), \
+             mock.patch.object(tracemalloc, '_get_traces', return_value=raw):
+            snapshot = tracemalloc.take_snapshot()
+        self.assertEqual(snapshot.traces._traces, raw)
 
 
 class TestLeakReport(unittest.TestCase):

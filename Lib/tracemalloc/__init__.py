@@ -34,6 +34,7 @@ from functools import total_ordering
 import fnmatch
 from itertools import compress
 import linecache
+import operator
 import os.path
 
 # The tracing engine itself.  The public functions are re-exported unchanged.
@@ -49,8 +50,22 @@ from _tracemalloc import (  # noqa: F401
 )
 import _tracemalloc
 from _tracemalloc import (  # noqa: F401
-    _get_columns, _get_object_traceback, _get_traces, _get_traces_ex,
+    _get_columns, _get_object_traceback, _get_traces_ex,
 )
+
+
+def _get_traces(columns=False):
+    """The traces of the blocks allocated now: upstream's private function,
+    a list of (domain, size, frames, total_nframe) tuples.
+
+    With *columns*, the engine's packed record of them instead, which
+    Snapshot() takes as well.  take_snapshot() asks here, as upstream's
+    does: code that replaces this function (upstream's test_create_snapshot
+    does) gets what it returns into take_snapshot().
+    """
+    if columns:
+        return _get_columns()
+    return _tracemalloc._get_traces()
 
 
 # --------------------------------------------------------------------------
@@ -232,9 +247,6 @@ class Frame:
     def __repr__(self):
         return f"<Frame filename={self.filename!r} lineno={self.lineno!r}>"
 
-
-# Older spelling of the Frame class, still referred to by some test helpers.
-_Frame = Frame
 
 
 @total_ordering
@@ -418,6 +430,16 @@ class _Columns:
             raw += (self.threads[tb],)
         return raw
 
+    def iter_traces(self):
+        """An iterator over the raw trace tuples, made one at a time."""
+        indexes = self.indexes
+        columns = [self.domains, self.sizes,
+                   map(self.frames.__getitem__, indexes),
+                   map(self.total_nframe.__getitem__, indexes)]
+        if self.threads is not None:
+            columns.append(map(self.threads.__getitem__, indexes))
+        return zip(*columns)
+
     def traces(self):
         """The list of raw trace tuples, as _get_traces_ex() gives it."""
         return _tracemalloc._traces_from_columns(
@@ -454,89 +476,119 @@ class _Traces(Sequence):
     """Read-only sequence view of raw traces as Trace objects.
 
     Trace objects are created on access only: a snapshot may hold millions
-    of traces, most of which are never looked at individually.  A snapshot
-    taken or loaded by this module keeps its traces in columns (_Columns)
-    until something needs the list of raw tuples (``_traces``).
+    of traces, most of which are never looked at individually.
+
+    Storage.  ``_data`` holds the traces in exactly one of three forms,
+    which its type tells apart:
+
+    1. the engine's record (``_tracemalloc.SnapshotColumns``), as
+       take_snapshot() got it.  Making Python objects of it then would take
+       them from the program's free lists (see take_snapshot()), so that
+       waits until the traces are first read;
+    2. _Columns: the record once read, or what load() and filter_traces()
+       make;
+    3. a list (or other sequence) of raw trace tuples: what Snapshot() was
+       given (upstream's tests and upstream's pickles give lists).
+
+    The form only moves forward, and each move drops the previous form, so
+    that there is never a second copy: 1 -> 2 on the first read
+    (_columns), 1 or 2 -> 3 only when private code reads ``_traces`` (the
+    caller may change that list in place, so it must be the only copy).
+    Everything public (len, indexing, iteration, ``in``, ==, pickling,
+    statistics, filter_traces, dump) reads forms 2 and 3 as they are and
+    keeps no per-trace object once it returns.
     """
 
+    __slots__ = ('_data',)
+
     def __init__(self, traces):
-        # *traces* is the raw list returned by _get_traces() (or any
-        # sequence of raw trace tuples), or what _get_columns() returns.
-        if type(traces) is _tracemalloc.SnapshotColumns:
-            self._list = None
-            self._record = traces
-        else:
-            self._list = traces
-            self._record = None
-        self._cols = None
+        # *traces*: what _get_columns() returns, or a sequence of raw
+        # trace tuples (_get_traces(), _get_traces_ex(), or made up).
+        self._data = traces
 
     @classmethod
     def _from_columns(cls, columns):
         self = cls.__new__(cls)
-        self._list = None
-        self._record = None
-        self._cols = columns
+        self._data = columns
         return self
 
     @property
     def _columns(self):
-        # _Columns, or None once the list was built.  take_snapshot() only
-        # keeps the engine's record: building Python objects then would
-        # take them from the program's free lists (see take_snapshot()).
-        if self._record is not None:
-            self._cols = _Columns._from_export(*self._record)
-            self._record = None
-        return self._cols
+        # _Columns, or None if the traces are a list (form 3).
+        data = self._data
+        if type(data) is _tracemalloc.SnapshotColumns:
+            data = self._data = _Columns._from_export(*data)
+        return data if type(data) is _Columns else None
 
     @property
     def _traces(self):
-        # The raw tuples, built on first use; from then on the list is the
-        # only copy (it may be changed in place, so the columns go).
-        if self._list is None:
-            self._list = self._columns.traces()
-            self._cols = None
-        return self._list
+        # The raw tuples, for private code that wants a list (form 3).
+        columns = self._columns
+        if columns is not None:
+            self._data = columns.traces()
+        return self._data
 
     @_traces.setter
     def _traces(self, traces):
-        self._list = traces
-        self._record = None
-        self._cols = None
+        self._data = traces
+
+    def _raw(self):
+        """An iterator over the raw trace tuples, whatever the form."""
+        columns = self._columns
+        if columns is not None:
+            return columns.iter_traces()
+        return iter(self._data)
 
     def __len__(self):
-        if self._record is not None:
-            return len(self._record.indexes) // 4
-        if self._cols is not None:
-            return len(self._cols)
-        return len(self._list)
+        data = self._data
+        if type(data) is _tracemalloc.SnapshotColumns:
+            # Four bytes per trace in the index column.
+            return len(data.indexes) // 4
+        return len(data)
 
     def __getitem__(self, index):
         columns = self._columns
-        if columns is not None:
+        if columns is None:
             if isinstance(index, slice):
-                return tuple(Trace(columns.trace(i))
-                             for i in range(*index.indices(len(columns))))
-            if index < 0:
-                index += len(columns)
-            if not 0 <= index < len(columns):
-                raise IndexError("list index out of range")
-            return Trace(columns.trace(index))
+                return tuple(map(Trace, self._data[index]))
+            return Trace(self._data[index])
         if isinstance(index, slice):
-            return tuple(map(Trace, self._list[index]))
-        return Trace(self._list[index])
+            return tuple(Trace(columns.trace(i))
+                         for i in range(*index.indices(len(columns))))
+        # Any object with __index__, as a list accepts.
+        index = operator.index(index)
+        if index < 0:
+            index += len(columns)
+        if not 0 <= index < len(columns):
+            raise IndexError("list index out of range")
+        return Trace(columns.trace(index))
+
+    def __iter__(self):
+        return map(Trace, self._raw())
 
     def __contains__(self, trace):
-        return trace._trace in self._traces
-
-    def __reduce__(self):
-        # Pickled as upstream's: the list of raw tuples (columns hold
-        # memoryviews, which do not pickle).
-        return (_Traces, (self._traces,))
+        return trace._trace in self._raw()
 
     def __eq__(self, other):
         if not isinstance(other, _Traces):
             return NotImplemented
-        return self._traces == other._traces
+        if len(self) != len(other):
+            return False
+        return all(map(operator.eq, self._raw(), other._raw()))
+
+    def __reduce__(self):
+        # Pickled as upstream's can read it, _Traces(list of raw tuples);
+        # columns hold memoryviews, which do not pickle.  The list only
+        # lives while the pickle is made.
+        return (_Traces, (list(self._raw()),))
+
+    def __setstate__(self, state):
+        # Upstream 3.11's _Traces is pickled as its __dict__, which is
+        # {'_traces': list of raw tuples}.
+        if not (isinstance(state, dict) and set(state) == {'_traces'}):
+            raise TypeError(f"cannot unpickle _Traces from state "
+                            f"{type(state).__name__}")
+        self._data = state['_traces']
 
     def __repr__(self):
         return f"<Traces len={len(self)}>"
@@ -714,15 +766,33 @@ class Snapshot:
         # by take_snapshot(threads=True) with the threads alive then.
         self.thread_names = {}
 
+    def __setstate__(self, state):
+        # Pickles of upstream 3.11's snapshots have no thread_names.  The
+        # state is the instance's __dict__, or (__dict__, slots) for a
+        # subclass with __slots__.
+        slots = None
+        if isinstance(state, tuple):
+            state, slots = state
+        if state:
+            vars(self).update(state)
+        if slots:
+            for name, value in slots.items():
+                setattr(self, name, value)
+        vars(self).setdefault('thread_names', {})
+
     def dump(self, filename):
         """Write the snapshot into the file *filename*.
 
-        The file is replaced atomically: readers see either the previous
-        file or the complete new one.  Read it back with Snapshot.load().
+        A regular file (or a new path) is replaced atomically: readers see
+        either the previous file or the complete new one, and the other
+        names of a hard-linked file keep the previous content.  Anything
+        else (a device such as /dev/null, a FIFO, /dev/stdout) is written
+        in place, as open(filename, 'wb') would.  Read it back with
+        Snapshot.load().
         """
         from tracemalloc import _snapshotfile
 
-        _snapshotfile.write_atomically(filename, _snapshotfile.encode(self))
+        _snapshotfile.write(filename, _snapshotfile.encode(self))
 
     @classmethod
     def load(cls, filename):
@@ -940,21 +1010,17 @@ def take_snapshot(*, peak=False, threads=False):
         raise RuntimeError("the tracemalloc module must be tracing memory "
                            "allocations to take a snapshot")
     traceback_limit = get_traceback_limit()
-    if not (peak or threads) and _get_traces is not _tracemalloc._get_traces:
-        # _get_traces was replaced (upstream's tests patch it to feed
-        # take_snapshot() made-up traces): take what it returns.
-        traces = _get_traces()
+    # Columns, made by the engine without taking anything from the free
+    # lists; the Python objects that work on them are made when they are
+    # first used.  So, like upstream's, this snapshot reuses only the
+    # argument tuples of Snapshot() and _Traces().  Keywords to
+    # _get_columns() only when needed: the first call of a C function with
+    # keywords makes a tuple of their names, which would come from the
+    # program's free list.
+    if peak or threads:
+        traces = _get_columns(peak=bool(peak), threads=bool(threads))
     else:
-        # Columns, made by the engine without taking anything from the
-        # free lists; the Python objects that work on them are made when
-        # they are first used.  So, like upstream's, this snapshot reuses
-        # only the argument tuples of Snapshot() and _Traces().  Keywords
-        # only when needed: the first call with keywords makes a tuple of
-        # their names, which would come from the program's free list.
-        if peak or threads:
-            traces = _get_columns(peak=bool(peak), threads=bool(threads))
-        else:
-            traces = _get_columns()
+        traces = _get_traces(True)
     snapshot = Snapshot(traces, traceback_limit)
     if threads:
         snapshot.thread_names = _live_thread_names()

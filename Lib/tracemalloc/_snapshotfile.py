@@ -60,6 +60,7 @@ declared trace count against the payload's size.
 """
 
 import os
+import stat
 import sys
 from array import array
 from operator import itemgetter
@@ -320,7 +321,9 @@ def _encode_v1(snapshot):
     import json
     import zlib
 
-    traces = snapshot.traces._traces
+    # A list for the time of the call: reading _traces would make it the
+    # snapshot's only copy of the traces.
+    traces = list(snapshot.traces._raw())
     lengths = _check_traces(traces)
 
     # Table of distinct tracebacks.  Look each frames object up by identity
@@ -707,8 +710,92 @@ def _decode_attributes(attributes):
     return attributes
 
 
+def write(filename, data):
+    """Write *data* to *filename*: replace a regular file atomically, write
+    anything else in place.
+
+    A regular file, or a new path, is replaced through a temporary file in
+    the same directory and a rename (write_atomically()).  A rename
+    replaces the directory entry, not what it names: a device (/dev/null),
+    a FIFO, a socket or a terminal would be replaced by a regular file (or,
+    for /dev/stdout, fail), so those are opened and written in place as
+    open(filename, 'wb') would.
+    """
+    path = _replaceable_path(filename)
+    if path is None:
+        with open(filename, 'wb') as fp:
+            fp.write(data)
+    else:
+        write_atomically(path, data)
+
+
+def _replaceable_path(filename):
+    """The path of the regular file (or of the new file) that *filename*
+    names, with symbolic links resolved; None if it must be written in
+    place."""
+    try:
+        target = os.stat(filename)
+    except FileNotFoundError:
+        target = None
+    except OSError:
+        # Unreachable or not a file: open() says why.
+        return None
+    path = os.path.realpath(filename)
+    if target is None:
+        return path
+    if not stat.S_ISREG(target.st_mode):
+        return None
+    # The resolved name must lead to the same file.  It does not for a
+    # descriptor link (/dev/stdout, /dev/fd/N, /proc/PID/fd/N) of a deleted
+    # file, which realpath() cannot follow.
+    try:
+        resolved = os.lstat(path)
+    except OSError:
+        return None
+    if not os.path.samestat(target, resolved):
+        return None
+    # Even when it names a regular file, a descriptor link stands for the
+    # file that the process has open (a redirected standard output): a
+    # rename would leave the descriptor on the old file, so write through
+    # the link, in place.
+    if _through_descriptor_link(filename):
+        return None
+    return path
+
+
+def _through_descriptor_link(filename):
+    """Does resolving *filename* pass through a directory of open file
+    descriptors (/proc/PID/fd, which /dev/fd and /dev/stdout lead to)?"""
+    path = os.path.abspath(os.fsdecode(os.fspath(filename)))
+    # A symbolic link loop ends in an error in os.stat() before this is
+    # called; the bound only guards against a changing file system.
+    for _ in range(64):
+        directory = os.path.realpath(os.path.dirname(path))
+        if _is_descriptor_directory(directory):
+            return True
+        path = os.path.join(directory, os.path.basename(path))
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return False
+        path = os.path.join(directory, target)
+    return False
+
+
+def _is_descriptor_directory(directory):
+    # Linux: /proc/PID/fd or /proc/PID/task/TID/fd; the BSDs and macOS:
+    # /dev/fd itself.
+    if directory == '/dev/fd':
+        return True
+    parts = directory.split(os.sep)
+    return len(parts) >= 4 and parts[1] == 'proc' and parts[-1] == 'fd'
+
+
 def write_atomically(filename, data):
     """Write *data* to *filename* through a temporary file and a rename.
+
+    The rename gives *filename* a new file: the other names of a hard-linked
+    file keep the previous content.
 
     A crash or an exception half way leaves any previous file untouched and
     no partial file behind.
