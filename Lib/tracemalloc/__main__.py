@@ -522,10 +522,15 @@ def command_run(argv, prog=f"{PROG} run"):
         return status
     final = take_snapshot(peak=options.peak).filter_traces([noise])
     # The report, the dump and the HTML report show the target's call
-    # paths, without the frames through which the tool ran it.
-    trim = _tool_frames_trimmer()
-    baseline = _without_tool_frames(baseline, trim)
-    final = _without_tool_frames(final, trim)
+    # paths, without the frames through which the tool ran it.  Trimming
+    # never takes a traceback's most recent frame, so grouping by line or
+    # by file gives the same sites either way: only grouping by traceback,
+    # the dump and the HTML report pay for it (a call into
+    # _leakcore.strip_tool_frames() per distinct traceback).
+    if options.group_by == "traceback" or options.output or options.html:
+        trim = _tool_frames_trimmer()
+        baseline = _without_tool_frames(baseline, trim)
+        final = _without_tool_frames(final, trim)
     stats = final.compare_to(baseline, options.group_by)
     _format_run_report(stats, options, final.traceback_limit, report_file)
     if options.output:
