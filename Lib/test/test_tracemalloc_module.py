@@ -1299,15 +1299,19 @@ class TestUpstreamPickles(unittest.TestCase):
         self.assertEqual(statistic, tracemalloc.Statistic(
             tracemalloc.Traceback((('a.py', 2),)), 20, 2))
 
+    def pristine(self):
+        python = pristine_python()
+        if python is None:
+            self.skipTest("no pristine 3.11 (make bench-pristine, or "
+                          "TRACEMALLOC_PRISTINE_PYTHON)")
+        return python
+
     def test_pickled_by_pristine(self):
         # Differential: a snapshot of real traces, taken and pickled by
         # upstream, against upstream's own statistics of it.
         import json
         import subprocess
-        python = pristine_python()
-        if python is None:
-            self.skipTest("no pristine 3.11 (make bench-pristine, or "
-                          "TRACEMALLOC_PRISTINE_PYTHON)")
+        python = self.pristine()
         code = textwrap.dedent("""
             import json, pickle, sys, tracemalloc
             tracemalloc.start(4)
@@ -1338,6 +1342,31 @@ class TestUpstreamPickles(unittest.TestCase):
         self.assertEqual(sum(s.count for s in
                              snapshot.statistics('thread')),
                          result["count"])
+
+    def test_unpickled_by_pristine(self):
+        # And the other way: a snapshot kept as columns here, pickled here,
+        # loads in upstream with the same statistics.
+        import json
+        import subprocess
+        python = self.pristine()
+        raw = make_raw_traces(500, seed=33)
+        columns = _snapshotfile._columns_from_traces(raw)
+        snapshot = tracemalloc.Snapshot._from_columns(columns, 6)
+        code = textwrap.dedent("""
+            import json, pickle, sys, tracemalloc
+            snapshot = pickle.loads(sys.stdin.buffer.read())
+            sys.stdout.write(json.dumps([
+                [[[f.filename, f.lineno] for f in s.traceback], s.size,
+                 s.count] for s in snapshot.statistics('traceback')]))
+        """)
+        proc = subprocess.run([python, "-I", "-c", code],
+                              input=pickle.dumps(snapshot, 4),
+                              capture_output=True, check=True)
+        expected = [[[[f.filename, f.lineno] for f in s.traceback],
+                     s.size, s.count]
+                    for s in snapshot.statistics('traceback')]
+        self.assertEqual(json.loads(proc.stdout), expected)
+        self.assertIsNotNone(snapshot.traces._columns)
 
 
 class TestTracesStayPacked(unittest.TestCase):

@@ -492,8 +492,9 @@ class _Traces(Sequence):
 
     The form only moves forward, and each move drops the previous form, so
     that there is never a second copy: 1 -> 2 on the first read
-    (_columns), 1 or 2 -> 3 only when private code reads ``_traces`` (the
-    caller may change that list in place, so it must be the only copy).
+    (_columns), 1 or 2 -> 3 only when private code reads or assigns
+    ``_traces`` (the caller may change that list in place, so it must be
+    the only copy).
     Everything public (len, indexing, iteration, ``in``, ==, pickling,
     statistics, filter_traces, dump) reads forms 2 and 3 as they are and
     keeps no per-trace object once it returns.
@@ -572,6 +573,9 @@ class _Traces(Sequence):
     def __eq__(self, other):
         if not isinstance(other, _Traces):
             return NotImplemented
+        if self._columns is None and other._columns is None:
+            # Two lists: compared as upstream compares them.
+            return self._data == other._data
         if len(self) != len(other):
             return False
         return all(map(operator.eq, self._raw(), other._raw()))
