@@ -1231,8 +1231,9 @@ UPSTREAM_OBJECTS_PROTOCOL_5 = (
 
 def pristine_python():
     """Upstream CPython 3.11 to pickle with, or None: the interpreter named
-    by $TRACEMALLOC_PRISTINE_PYTHON, or the build of `make bench-pristine`
-    (only a finished one: its stamp is written last)."""
+    by $TRACEMALLOC_PRISTINE_PYTHON, the build of `make bench-pristine`
+    (only a finished one: its stamp is written last), or the system's 3.11
+    (the tests check that it is not this fork)."""
     import glob
     candidates = [os.environ.get("TRACEMALLOC_PRISTINE_PYTHON", "")]
     cache = os.environ.get("TRACEMALLOC_FORK_CACHE") or os.path.expanduser(
@@ -1241,6 +1242,7 @@ def pristine_python():
             cache, "pristine-3.11.2-build", "*", ".built"))):
         candidates.append(os.path.join(os.path.dirname(stamp),
                                        "Python-3.11.2", "python"))
+    candidates.append("/usr/bin/python3.11")
     for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
@@ -1355,17 +1357,23 @@ class TestUpstreamPickles(unittest.TestCase):
         code = textwrap.dedent("""
             import json, pickle, sys, tracemalloc
             snapshot = pickle.loads(sys.stdin.buffer.read())
-            sys.stdout.write(json.dumps([
-                [[[f.filename, f.lineno] for f in s.traceback], s.size,
-                 s.count] for s in snapshot.statistics('traceback')]))
+            sys.stdout.write(json.dumps({
+                "stats": [[[[f.filename, f.lineno] for f in s.traceback],
+                           s.size, s.count]
+                          for s in snapshot.statistics('traceback')],
+                "version": list(sys.version_info[:3]),
+                "columns": hasattr(tracemalloc, "_get_columns")}))
         """)
         proc = subprocess.run([python, "-I", "-c", code],
                               input=pickle.dumps(snapshot, 4),
                               capture_output=True, check=True)
+        result = json.loads(proc.stdout)
+        if result["columns"] or result["version"][:2] != [3, 11]:
+            self.skipTest(f"{python} is not an upstream 3.11")
         expected = [[[[f.filename, f.lineno] for f in s.traceback],
                      s.size, s.count]
                     for s in snapshot.statistics('traceback')]
-        self.assertEqual(json.loads(proc.stdout), expected)
+        self.assertEqual(result["stats"], expected)
         self.assertIsNotNone(snapshot.traces._columns)
 
 
