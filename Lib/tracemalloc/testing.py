@@ -15,10 +15,13 @@
             parse("...")
 
 A checked test runs warmup + rounds times (see tracemalloc.leaks); it fails
-with the leak report as its message when some allocation site grew in
-(almost) every measured round.  With the mixin, setUp() and tearDown() (and
-the cleanups) run around every round, so that what a test's fixture holds is
-released between rounds; the decorator repeats the test method alone.
+when the memory of some allocation site kept rising over the measured
+rounds.  The failure message is the leak report, titled with the test's
+id(), cut to the largest sites and a few frames of each (about 30 lines)
+unless full_report is set; the exception's *report* attribute is the whole
+LeakReport.  With the mixin, setUp() and tearDown() (and the cleanups) run
+around every round, so that what a test's fixture holds is released between
+rounds; the decorator repeats the test method alone.
 """
 
 import functools
