@@ -1530,6 +1530,20 @@ REGRTEST_CLEAN = textwrap.dedent("""\
 """)
 
 
+REGRTEST_STOPPER = textwrap.dedent("""\
+    import tracemalloc
+    import unittest
+
+    _kept = []
+
+
+    class StopperTest(unittest.TestCase):
+        def test_leak_and_stop_tracing(self):
+            _kept.extend(str(n) * 5 for n in range(200))
+            tracemalloc.stop()
+""")
+
+
 class RegrtestTest(unittest.TestCase):
     def setUp(self):
         self.directory = self.enterContext(os_helper.temp_dir())
@@ -1537,6 +1551,8 @@ class RegrtestTest(unittest.TestCase):
                                   REGRTEST_LEAKY)
         script_helper.make_script(self.directory, "test_tm_clean",
                                   REGRTEST_CLEAN)
+        script_helper.make_script(self.directory, "test_tm_stopper",
+                                  REGRTEST_STOPPER)
 
     def regrtest(self, test_name, *options, **env):
         return run_python(*options, "-m", "test", "--testdir",
@@ -1565,6 +1581,20 @@ class RegrtestTest(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         self.assertNotIn("leaked", out + err)
         self.assertEqual(site_lines(out + err), [])
+
+    def test_test_that_stops_tracing(self):
+        # regrtest's verdict stands; the tracer says it cannot name the
+        # sites, instead of failing or naming none as if nothing grew.
+        rc, out, err = self.regrtest("test_tm_stopper", "-X",
+                                     "tracemalloc=25")
+        output = out + err
+        self.assertNotEqual(rc, 0, output)
+        self.assertRegex(output, r"test_tm_stopper leaked \[.*\] memory "
+                                 r"blocks")
+        self.assertIn("tracemalloc: test_tm_stopper: no allocation sites: "
+                      "tracing was stopped", output)
+        self.assertNotIn("Traceback", output)
+        self.assertEqual(site_lines(output), [])
 
     @unittest.skipIf(hasattr(sys, "gettotalrefcount"), "debug build")
     def test_release_build_needs_tracing(self):

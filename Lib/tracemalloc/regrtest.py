@@ -56,6 +56,7 @@ class RefleakTracer:
         self._state = None
         self._report = None
         self._guard = None
+        self._no_sites = None       # why the sites cannot be told
         if self.active:
             self._guard = _leakcore.TracingGuard()
             recorder = _leakcore.Recorder(runs)
@@ -80,10 +81,17 @@ class RefleakTracer:
         tracer holds between runs: (0, 0), as it holds none (see the
         class).
 
-        Raise tracemalloc.leaks.LeakCheckError when tracing was stopped or
-        cleared since the tracer was made: the sites could not be told."""
+        When the test stopped, cleared or restarted tracing, the tracer
+        cannot tell the sites: it turns inactive, and report() says why.
+        regrtest's own verdict does not depend on it."""
         if self.active:
-            self._guard.check()
+            try:
+                self._guard.check()
+            except _leakcore.LeakCheckError as exc:
+                self.active = False
+                self._no_sites = str(exc)
+                self._guard = self._state = None
+                return 0, 0
             # The snapshots after the warm-up runs but the last are not
             # recorded: the one after the last warm-up run is the base.
             if self._index >= self.warmups - 1:
@@ -98,11 +106,15 @@ class RefleakTracer:
 
     def report(self, file=None):
         """Print the sites that grew in every tracked run (call once, when
-        regrtest found a leak); return the LeakReport."""
+        regrtest found a leak); return the LeakReport (None when the tracer
+        is inactive, or turned inactive: then it says why)."""
+        if self._no_sites:
+            print(f"tracemalloc: {self.test_name}: no allocation sites: "
+                  f"{self._no_sites}", file=file or sys.stderr, flush=True)
+            return None
         if not self.active:
             return None
         if self._report is None:
-            self._guard.check()
             recorder = _leakcore.Recorder.loads(self._state)
             self._state = None
             # regrtest's leak is growth in every run: so are its sites.
