@@ -384,7 +384,7 @@ def _domain_zero(key):
     return 0
 
 
-def site_of(frames):
+def _site_of(frames):
     """(filename, lineno) of the most recent frame; ('<unknown>', 0)."""
     return frames[0] if frames else ('<unknown>', 0)
 
@@ -424,7 +424,7 @@ class Recorder:
         if self._first_totals is None:
             self._first_totals = totals
         self._last_totals = totals
-        sites = sum_by_key((site_of(frames), size, count)
+        sites = sum_by_key((_site_of(frames), size, count)
                            for (domain, frames), (size, count)
                            in totals.items())
         if self._previous_sites is not None:
@@ -510,7 +510,7 @@ class Recorder:
         best_growth = None
         first = self._first_totals
         for key, (size, count) in self._last_totals.items():
-            if site_of(key[1]) != tuple(site):
+            if _site_of(key[1]) != tuple(site):
                 continue
             growth = size - first.get(key, (0, 0))[0]
             if best is None or growth > best_growth:
