@@ -114,15 +114,27 @@ def runner_files():
     return _RUNNER_FILES
 
 
+_PACKAGE_FILES = (None, None)      # (len(sys.modules), files)
+
+
 def package_files():
-    """The co_filename of every module of the tracemalloc package."""
+    """The co_filename of every module of the tracemalloc package.
+
+    Computed again only when the number of loaded modules changed: callers
+    such as strip_tool_frames() run once per traceback.
+    """
+    global _PACKAGE_FILES
+    modules = sys.modules
+    loaded, files = _PACKAGE_FILES
+    if loaded == len(modules):
+        return files
     try:
         names = os.listdir(_PACKAGE_DIRECTORY)
     except OSError:
         names = []          # a zip file, for one: the loaded modules below
     files = {os.path.join(_PACKAGE_DIRECTORY, name) for name in names
              if name.endswith('.py')}
-    for name, module in list(sys.modules.items()):
+    for name, module in list(modules.items()):
         spec = getattr(module, '__spec__', None)
         spec_name = getattr(spec, 'name', None) or name
         if spec_name == 'tracemalloc' or spec_name.startswith(
@@ -130,7 +142,9 @@ def package_files():
             filename = getattr(module, '__file__', None)
             if filename:
                 files.add(filename)
-    return frozenset(files)
+    files = frozenset(files)
+    _PACKAGE_FILES = (len(modules), files)
+    return files
 
 
 _FILENAME = itemgetter(0)
@@ -175,13 +189,16 @@ def strip_tool_frames(traceback, directories=()):
     tool's (a C callable called directly as the workload allocates on the
     tool's call line), it alone is kept.
     """
-    own = package_files() | runner_files()
+    own = package_files()
+    runners = runner_files()
     directories = frozenset(directories)
     frames = [(frame.filename, frame.lineno) for frame in traceback]
     frames.reverse()                            # most recent first
     end = len(frames)
     for index, (filename, lineno) in enumerate(frames):
-        if filename in own or os.path.dirname(filename) in directories:
+        if (filename in own or filename in runners
+                or (directories
+                    and os.path.dirname(filename) in directories)):
             end = max(index, 1)
             break
     if end == len(frames):
