@@ -326,6 +326,8 @@ class LeakCheckError(RuntimeError):
     """A leak check reached no verdict: tracing was stopped, cleared or
     restarted while it ran, or it did not run all its rounds."""
 
+    __module__ = 'tracemalloc.leaks'
+
 
 class TracingGuard:
     """Notice that tracing was stopped, cleared or restarted.
