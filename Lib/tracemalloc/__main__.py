@@ -28,12 +28,12 @@ import os
 import sys
 
 import tracemalloc
+from tracemalloc import _leakcore
 from tracemalloc import (BaseFilter, Snapshot, Traceback, _format_size,
                          is_tracing, reset_peak, start, take_snapshot)
 
 COMMANDS = ('run', 'leaks', 'top', 'diff', 'html')
 PROG = "python -m tracemalloc"
-DEFAULT_NFRAME = 25
 DEFAULT_TOP = 10
 
 EXIT_OK = 0
@@ -95,7 +95,7 @@ def _add_nframe(parser):
     parser.add_argument(
         "-n", "--nframe", type=_positive_int, default=None, metavar="N",
         help=f"number of frames to store per traceback (default: "
-             f"{DEFAULT_NFRAME}); tracing already on, e.g. with -X "
+             f"{_leakcore.DEFAULT_NFRAME}); tracing already on, e.g. with -X "
              f"tracemalloc, keeps its own limit unless -n is given")
 
 
@@ -109,7 +109,7 @@ def _ensure_tracing(parser, nframe):
         # was traced so far belongs to the baseline anyway.
         tracemalloc.stop()
     try:
-        start(DEFAULT_NFRAME if nframe is None else nframe)
+        start(_leakcore.DEFAULT_NFRAME if nframe is None else nframe)
     except ValueError as exc:
         parser.error(f"argument -n/--nframe: {exc}")
 
@@ -165,7 +165,6 @@ def _tool_frames_trimmer():
     The rule is the leak checker's, _leakcore.strip_tool_frames(), applied
     once per distinct traceback.
     """
-    from tracemalloc import _leakcore
 
     trimmed = {}
 
@@ -294,16 +293,8 @@ def _package_directory():
     return os.path.dirname(_code_lines.__code__.co_filename)
 
 
-def _runner_files():
-    """Filenames of the code that runs the target: this tool and runpy."""
-    import runpy
-
-    return {_code_lines.__code__.co_filename,
-            runpy.run_path.__code__.co_filename}
-
-
 def _is_runner_file(filename):
-    return (filename in _runner_files()
+    return (filename in _leakcore.runner_files()
             or os.path.dirname(filename) == _package_directory())
 
 
@@ -473,7 +464,6 @@ def command_run(argv, prog=f"{PROG} run"):
     if options.html:
         _check_html_report_module(parser)
 
-    from tracemalloc import _leakcore
 
     # What the target allocates, it allocates under the lines of
     # _run_target() (see _RunnerNoise).
@@ -487,7 +477,7 @@ def command_run(argv, prog=f"{PROG} run"):
     _ensure_tracing(parser, options.nframe)
 
     noise = _RunnerNoise(
-        filenames=(*_runner_files(),
+        filenames=(*_leakcore.runner_files(),
                    "<frozen importlib._bootstrap>",
                    "<frozen importlib._bootstrap_external>",
                    "<unknown>"),
@@ -558,8 +548,8 @@ def _leaks_parser():
         description="Run TARGET in rounds with memory tracing on: warm-up "
                     "rounds first, then measured rounds with a snapshot "
                     "after each.  Report on standard error the allocation "
-                    "sites whose memory grew in (almost) every measured "
-                    "round, largest first, each as FILE:LINE: with its "
+                    "sites whose memory kept rising over the measured "
+                    "rounds, largest first, each as FILE:LINE: with its "
                     "source line and traceback.  Exit status: 0 when "
                     "nothing leaks, 1 when something leaks, 2 on a usage "
                     "error or when the target cannot be loaded or fails.",
@@ -576,8 +566,9 @@ def _leaks_parser():
         metavar="R", help="measured rounds (default: %(default)s)")
     parser.add_argument(
         "--min-rounds", type=_positive_int, default=None, metavar="K",
-        help="a site leaks when it grew in at least K of the R rounds "
-             "(default: R - R//4, so 4 of 5)")
+        help="a leaking site must also have grown in at least K of the "
+             "R rounds (default: no such requirement beyond the verdict "
+             "rule, see 'How the checker decides' in the docs)")
     parser.add_argument(
         "--threshold", type=_size, default=leaks.DEFAULT_THRESHOLD,
         metavar="BYTES",
@@ -734,7 +725,6 @@ PROGRESS_DELAY = 1.0
 def _round_counter(func, progress):
     """Return a callable that tells *progress* of each round, then calls
     *func()*: the workload that the checker runs."""
-    from tracemalloc import _leakcore
 
     def one_round():
         progress.round_started()
@@ -747,7 +737,6 @@ def _round_counter(func, progress):
 def _load_function(spec):
     """Import module:function (module:Class.method works too: see
     _leakcore.resolve_target())."""
-    from tracemalloc import _leakcore
 
     try:
         return _leakcore.resolve_target(spec)
@@ -777,7 +766,6 @@ def _script_runner(path, args):
     # runpy imports pkgutil the first time that it runs a script: not the
     # script's doing, yet it would be under the script's first round.
     import pkgutil  # noqa: F401
-    from tracemalloc import _leakcore
 
     path = os.path.abspath(path)
     sys.argv[:] = [path, *args]
