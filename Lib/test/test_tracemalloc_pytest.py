@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import tracemalloc
 import unittest
 
 from test.support import os_helper
@@ -57,12 +58,6 @@ ENTRY_POINT_SCRIPT = os.path.join(REPO, "Tools", "fork",
 # A site line of a leak report: FILE:LINE: size=..., count=... per round
 SITE_LINE = re.compile(r"^(?P<file>\S.*?):(?P<line>\d+): size=\S+ \S+, "
                        r"count=\S+ per round")
-# Files with doctests are checked with 8 measured rounds instead of 5: each
-# round of a doctest item sets it up anew, and that leaves one more
-# 120-byte block attributed to typing.py (an Iterable[str] annotation of
-# pytest's fixture closure) in each of the first three measured rounds,
-# then none: bounded growth that 5 rounds cannot tell from a leak.
-DOCTEST_ROUNDS = "--tracemalloc-rounds=8"
 
 SUMMARY_LINE = re.compile(r"tracemalloc: (?P<checked>\d+) checked, "
                           r"(?P<leaked>\d+) leaked, (?P<not_checked>\d+) "
@@ -289,8 +284,7 @@ class MixedFileTest(PytestHarness, unittest.TestCase):
 
     def test_serial(self):
         returncode, output = self.run_pytest(
-            "--tracemalloc-leaks", DOCTEST_ROUNDS, "--doctest-modules",
-            "test_mixed.py")
+            "--tracemalloc-leaks", "--doctest-modules", "test_mixed.py")
         self.check_mixed(output, returncode)
 
     def test_xdist(self):
@@ -299,7 +293,7 @@ class MixedFileTest(PytestHarness, unittest.TestCase):
                           f"{PYTEST_SITE}; on Debian: apt-get install "
                           f"python3-pytest-xdist)")
         returncode, output = self.run_pytest(
-            "-n", "2", "--tracemalloc-leaks", DOCTEST_ROUNDS,
+            "-n", "2", "--tracemalloc-leaks",
             "--doctest-modules", "test_mixed.py")
         self.assertIn("gw0 [13] / gw1 [13]", output)
         self.check_mixed(output, returncode)
@@ -391,7 +385,7 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
             'a, b'
             """)
         returncode, output = self.run_pytest(
-            "--tracemalloc-leaks", DOCTEST_ROUNDS, "--doctest-glob=*.txt",
+            "--tracemalloc-leaks", "--doctest-glob=*.txt",
             "leaky.txt", "clean.txt")
         self.assertEqual(returncode, 1, output)
         failures = self.failures(output)
@@ -430,6 +424,74 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
                          {"checked": 1, "leaked": 1, "not_checked": 3,
                           "reasons": "1 no_tracemalloc_leaks, 1 skipped, "
                                      "1 xfailed"})
+
+    def test_kept_frames_are_the_tests_sites(self):
+        # A test that keeps its frames (its own frame, or an exception
+        # with its traceback) pins the frame objects of the code that
+        # called it, pytest's and the plugin's: the plugin's are made on
+        # lines of the tool, not reported; the test's own line is a site
+        # (pytest's frames, and what their locals hold, are sites too).
+        path = self.write("test_frames.py", """\
+            import sys
+
+            _kept = []
+
+            def test_keeps_its_frame():
+                _kept.append(sys._getframe())  # LEAK-FRAME
+
+            def test_keeps_a_traceback():
+                try:
+                    raise ValueError("kept")  # LEAK-RAISE
+                except ValueError as error:
+                    _kept.append(error)
+            """)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-full-report",
+            "test_frames.py")
+        self.assertEqual(returncode, 1, output)
+        failures = self.failures(output)
+        self.assertEqual(set(failures),
+                         {"test_keeps_its_frame", "test_keeps_a_traceback"},
+                         output)
+        package = os.path.dirname(os.path.abspath(tracemalloc.__file__))
+        for name, mark in (("test_keeps_its_frame", "LEAK-FRAME"),
+                           ("test_keeps_a_traceback", "LEAK-RAISE")):
+            with self.subTest(test=name):
+                sites = failures[name]
+                self.assertIn(
+                    ("test_frames.py", marked_line(path, mark)),
+                    [(os.path.basename(filename), lineno)
+                     for filename, lineno in sites], output)
+                self.assertEqual(
+                    [site for site in sites
+                     if os.path.dirname(os.path.abspath(site[0]))
+                     == package], [], output)
+
+    def test_stopping_tracing_gives_no_verdict(self):
+        # The reports of a round that passed are dropped before the
+        # snapshot that ends it; when that snapshot finds tracing stopped,
+        # the test still gets passing reports, and no verdict.
+        self.write("test_stop.py", """\
+            import tracemalloc
+
+            _kept = []
+
+            def test_stops_tracing():
+                _kept.append(bytes(1000))
+                if len(_kept) == 4:
+                    tracemalloc.stop()
+
+            def test_after():
+                pass
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_stop.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertIn("2 passed", output)
+        self.assertEqual(self.summary(output),
+                         {"checked": 1, "leaked": 0, "not_checked": 1,
+                          "reasons": "1 no verdict (tracing was stopped "
+                                     "during the leak check: no verdict"})
 
 
 class FixtureRoundsTest(PytestHarness, unittest.TestCase):

@@ -41,13 +41,6 @@ from test.test_tracemalloc_pytest import (PytestHarness, REPO, SITE_LINE,
 
 FETCH_SCRIPT = os.path.join(REPO, "Tools", "fork", "fetch-debian-source.sh")
 PLANTED_MARK = "# PLANTED LEAK"
-# Doctests are checked with more measured rounds than the default 5: each
-# round of a doctest item sets it up anew (pytest computes its fixtures in
-# DoctestItem.setup()), and that leaves one more 120-byte block attributed
-# to typing.py (an Iterable[str] annotation of pytest's fixture closure) in
-# each of the first three measured rounds, then none.  With 5 rounds the
-# verdict cannot tell this bounded growth from a leak; with 8 it does.
-DOCTEST_ROUNDS = "--tracemalloc-rounds=8"
 
 
 class Project:
@@ -56,8 +49,7 @@ class Project:
                  exclusions=None, extra_args=(), doctests=()):
         self.package = package          # the Debian source package
         self.tests = tests              # pytest arguments: the slice
-        # pytest arguments of a slice of doctests, checked with 8 measured
-        # rounds (see DOCTEST_ROUNDS).
+        # pytest arguments of a slice of doctests (a run of their own).
         self.doctests = doctests
         self.style = style
         self.plant_file = plant_file    # relative to the source root
@@ -250,7 +242,7 @@ class RealSuiteTest(PytestHarness):
             deselect += ["--deselect", nodeid]
         runs = [[*deselect, *project.tests]]
         if project.doctests:
-            runs.append([DOCTEST_ROUNDS, *project.doctests])
+            runs.append(list(project.doctests))
         checked = 0
         for arguments in runs:
             returncode, output = self.pytest_in_source(
