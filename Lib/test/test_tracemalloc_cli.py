@@ -249,20 +249,26 @@ class RunTests(CLITestCase):
 # --------------------------------------------------------------------------
 # top and diff
 
+def write_snapshots(path):
+    """Write two snapshot files, old.snap and new.snap (*path(name)* is
+    where each goes), the second with 5000 more bytes; return their
+    paths."""
+    frames_a = (("a.py", 1),)
+    frames_b = (("b.py", 2), ("a.py", 7))
+    old = tracemalloc.Snapshot([(0, 100, frames_a, 1),
+                                (0, 1000, frames_b, 2)], 5)
+    new = tracemalloc.Snapshot([(0, 100, frames_a, 1),
+                                (0, 1000, frames_b, 2),
+                                (0, 5000, frames_b, 2)], 5)
+    old_path, new_path = path("old.snap"), path("new.snap")
+    old.dump(old_path)
+    new.dump(new_path)
+    return old_path, new_path
+
+
 class SnapshotFileTests(CLITestCase):
     def make_snapshots(self):
-        """Two snapshot files; the second has 5000 more bytes."""
-        frames_a = (("a.py", 1),)
-        frames_b = (("b.py", 2), ("a.py", 7))
-        old = tracemalloc.Snapshot([(0, 100, frames_a, 1),
-                                    (0, 1000, frames_b, 2)], 5)
-        new = tracemalloc.Snapshot([(0, 100, frames_a, 1),
-                                    (0, 1000, frames_b, 2),
-                                    (0, 5000, frames_b, 2)], 5)
-        old_path, new_path = self.path("old.snap"), self.path("new.snap")
-        old.dump(old_path)
-        new.dump(new_path)
-        return old_path, new_path
+        return write_snapshots(self.path)
 
     def test_fail_over_verdict(self):
         old_path, new_path = self.make_snapshots()

@@ -17,6 +17,7 @@ import unittest
 
 from test.support import import_helper, os_helper, script_helper
 from test import tracemalloc_leakcorpus as corpus
+from test.test_tracemalloc_cli import write_snapshots
 
 from tracemalloc import leaks
 from tracemalloc.testing import LeakCheckMixin, no_leaks, skip_leak_check
@@ -38,6 +39,17 @@ def corpus_module(name):
     if hasattr(module, "seed"):
         module.seed(module.SEEDS[0])
     return module
+
+
+def check_corpus(name, **options):
+    """The LeakReport of the corpus module *name*'s run(), checked with
+    *options*; the module is reset afterwards."""
+    module = corpus_module(name)
+    try:
+        return leaks.check(module.run, **options)
+    finally:
+        if hasattr(module, "reset"):
+            module.reset()
 
 
 def site_lines(text):
@@ -112,11 +124,7 @@ class CorpusAPITest(CorpusAssertions, unittest.TestCase):
     def test_leaks(self):
         for name in corpus.LEAKS:
             with self.subTest(name=name):
-                module = corpus_module(name)
-                try:
-                    report = leaks.check(module.run)
-                finally:
-                    module.reset()
+                report = check_corpus(name)
                 self.assertTrue(report)
                 self.assertFirstSiteMarked(
                     name, [(s.filename, s.lineno) for s in report.sites],
@@ -461,23 +469,15 @@ class BoundedAndIntermittentTest(unittest.TestCase):
     """The checker on real workloads whose level goes up and down, and on
     leaks that skip rounds (issue 21, item 6 and the first part of 7)."""
 
-    def check_module(self, name, **options):
-        module = corpus_module(name)
-        try:
-            return leaks.check(module.run, **options)
-        finally:
-            if hasattr(module, "reset"):
-                module.reset()
-
     def test_bounded_buffer(self):
         for rounds in (5, 10):
             with self.subTest(rounds=rounds):
-                report = self.check_module("clean_bounded_buffer",
+                report = check_corpus("clean_bounded_buffer",
                                            rounds=rounds)
                 self.assertFalse(report, report.format())
 
     def test_memory_handler(self):
-        report = self.check_module("clean_memory_handler")
+        report = check_corpus("clean_memory_handler")
         self.assertFalse(report, report.format())
 
     def test_random_bounded_cache_with_each_seed(self):
@@ -502,7 +502,7 @@ class BoundedAndIntermittentTest(unittest.TestCase):
     def test_leak_every_other_round(self):
         for warmup in (2, 3):           # both phases
             with self.subTest(warmup=warmup):
-                report = self.check_module("leak_every_other_round",
+                report = check_corpus("leak_every_other_round",
                                            warmup=warmup)
                 site = report.sites[0]
                 self.assertEqual((site.filename, site.lineno),
@@ -518,6 +518,13 @@ class AttributionTest(unittest.TestCase):
 
     def setUp(self):
         self.kept = []
+
+    def assertLeaksFirstAt(self, workload, line):
+        """*workload* leaks, most at *line* of this file."""
+        report = leaks.check(workload)
+        self.assertTrue(report, report.format())
+        self.assertEqual((report.sites[0].filename, report.sites[0].lineno),
+                         (__file__, line))
 
     def test_c_callable_partial(self):
         # The list grows by 200 items a round: its array of pointers.
@@ -555,11 +562,7 @@ class AttributionTest(unittest.TestCase):
     def test_c_callable_corpus(self):
         for name in corpus.C_CALLABLE_LEAKS:
             with self.subTest(name=name):
-                module = corpus_module(name)
-                try:
-                    report = leaks.check(module.run)
-                finally:
-                    module.reset()
+                report = check_corpus(name)
                 self.assertEqual([(s.filename, s.lineno)
                                   for s in report.sites][:1],
                                  [workload_call_line()], report.format())
@@ -571,11 +574,8 @@ class AttributionTest(unittest.TestCase):
 
             def __del__(this):
                 self.kept.append(bytes(3000))       # the finalizer's line
-        line = Resource.__del__.__code__.co_firstlineno + 1
-        report = leaks.check(Resource)
-        self.assertTrue(report, report.format())
-        self.assertEqual((report.sites[0].filename, report.sites[0].lineno),
-                         (__file__, line))
+        self.assertLeaksFirstAt(Resource,
+                                Resource.__del__.__code__.co_firstlineno + 1)
 
     def test_weakref_finalize_leaks(self):
         import weakref
@@ -590,11 +590,8 @@ class AttributionTest(unittest.TestCase):
             session = Session()
             session.myself = session
             weakref.finalize(session, closed)
-        line = closed.__code__.co_firstlineno + 1
-        report = leaks.check(workload)
-        self.assertTrue(report, report.format())
-        self.assertEqual((report.sites[0].filename, report.sites[0].lineno),
-                         (__file__, line))
+        self.assertLeaksFirstAt(workload,
+                                closed.__code__.co_firstlineno + 1)
 
     def test_finalizer_in_block_form(self):
         class Resource:
@@ -980,17 +977,7 @@ class CLITest(unittest.TestCase):
 
     def make_snapshots(self):
         """Write two snapshot files; the second has 5000 more bytes."""
-        frames_a = (("a.py", 1),)
-        frames_b = (("b.py", 2), ("a.py", 7))
-        old = tracemalloc.Snapshot([(0, 100, frames_a, 1),
-                                    (0, 1000, frames_b, 2)], 5)
-        new = tracemalloc.Snapshot([(0, 100, frames_a, 1),
-                                    (0, 1000, frames_b, 2),
-                                    (0, 5000, frames_b, 2)], 5)
-        old_path, new_path = self.path("old.snap"), self.path("new.snap")
-        old.dump(old_path)
-        new.dump(new_path)
-        return old_path, new_path
+        return write_snapshots(self.path)
 
     def test_top(self):
         old_path, new_path = self.make_snapshots()

@@ -23,6 +23,9 @@ from test.support import os_helper
 from test.support.script_helper import (assert_python_ok,
                                         assert_python_failure,
                                         make_script)
+# Upstream CPython 3.11 to pickle with, or None (the system's 3.11 is
+# checked not to be this fork).
+from test.test_tracemalloc_badinput import pristine_python
 
 
 MAGIC = b"tracemalloc-snapshot\n"
@@ -1227,26 +1230,6 @@ UPSTREAM_OBJECTS_PROTOCOL_5 = (
     b'\x94h\x10s\x86\x94bh\x01\x8c\tStatistic\x94\x93\x94)\x81\x94N}\x94('
     b'\x8c\ttraceback\x94h )\x81\x94N}\x94(h#h\x0e\x85\x94h%Nu\x86\x94b'
     b'\x8c\x04size\x94K\x14\x8c\x05count\x94K\x02u\x86\x94be.')
-
-
-def pristine_python():
-    """Upstream CPython 3.11 to pickle with, or None: the interpreter named
-    by $TRACEMALLOC_PRISTINE_PYTHON, the build of `make bench-pristine`
-    (only a finished one: its stamp is written last), or the system's 3.11
-    (the tests check that it is not this fork)."""
-    import glob
-    candidates = [os.environ.get("TRACEMALLOC_PRISTINE_PYTHON", "")]
-    cache = os.environ.get("TRACEMALLOC_FORK_CACHE") or os.path.expanduser(
-        "~/.cache/tracemalloc-fork")
-    for stamp in sorted(glob.glob(os.path.join(
-            cache, "pristine-3.11.2-build", "*", ".built"))):
-        candidates.append(os.path.join(os.path.dirname(stamp),
-                                       "Python-3.11.2", "python"))
-    candidates.append("/usr/bin/python3.11")
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 class TestUpstreamPickles(unittest.TestCase):

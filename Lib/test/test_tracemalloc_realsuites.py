@@ -64,7 +64,7 @@ class Project:
         self.extra_args = extra_args
 
 
-def _wrapper(module_name, function, call):
+def _wrapper(function):
     return textwrap.dedent(f"""
 
         # Planted by test_tracemalloc_realsuites: a leak in {function}().
@@ -74,7 +74,25 @@ def _wrapper(module_name, function, call):
 
         def {function}(*args, **kwargs):
             _planted_kept.append(bytearray(4096))  {PLANTED_MARK}
-            return {call}
+            return _planted_original(*args, **kwargs)
+        """)
+
+
+def _method_wrapper(owner, method, parameter):
+    return textwrap.dedent(f"""
+
+        # Planted by test_tracemalloc_realsuites: a leak in
+        # {owner}.{method}().
+        _planted_kept = []
+        _planted_original = {owner}.{method}
+
+
+        def _planted_{method}(self, {parameter}):
+            _planted_kept.append(bytearray(4096))  {PLANTED_MARK}
+            return _planted_original(self, {parameter})
+
+
+        {owner}.{method} = _planted_{method}
         """)
 
 
@@ -86,8 +104,7 @@ PROJECTS = [
                "toolz/tests/test_dicttoolz.py",
                "toolz/tests/test_recipes.py"],
         plant_file="toolz/itertoolz.py",
-        plant=_wrapper("toolz.itertoolz", "unique",
-                       "_planted_original(*args, **kwargs)"),
+        plant=_wrapper("unique"),
         planted_tests=["toolz/tests/test_itertoolz.py", "-k", "unique"],
         cli_target="toolz.tests.test_itertoolz:test_unique"),
     Project(
@@ -97,21 +114,7 @@ PROJECTS = [
                "tests/test_coverage_sortedset.py"],
         doctests=["--doctest-modules", "sortedcontainers/sortedset.py"],
         plant_file="sortedcontainers/sortedlist.py",
-        plant=textwrap.dedent(f"""
-
-            # Planted by test_tracemalloc_realsuites: a leak in
-            # SortedList.add().
-            _planted_kept = []
-            _planted_original = SortedList.add
-
-
-            def _planted_add(self, value):
-                _planted_kept.append(bytearray(4096))  {PLANTED_MARK}
-                return _planted_original(self, value)
-
-
-            SortedList.add = _planted_add
-            """),
+        plant=_method_wrapper("SortedList", "add", "value"),
         planted_tests=["tests/test_coverage_sortedlist.py", "-k", "add"],
         cli_target="tests.test_coverage_sortedlist:test_add"),
     Project(
@@ -129,21 +132,7 @@ PROJECTS = [
                 "the same bounded parser cache, filled from threads",
         },
         plant_file="jmespath/parser.py",
-        plant=textwrap.dedent(f"""
-
-            # Planted by test_tracemalloc_realsuites: a leak in
-            # Parser.parse().
-            _planted_kept = []
-            _planted_original = Parser.parse
-
-
-            def _planted_parse(self, expression):
-                _planted_kept.append(bytearray(4096))  {PLANTED_MARK}
-                return _planted_original(self, expression)
-
-
-            Parser.parse = _planted_parse
-            """),
+        plant=_method_wrapper("Parser", "parse", "expression"),
         planted_tests=["tests/test_parser.py", "-k", "TestParser and not "
                        "Caching and not Wildcards and not Merged"],
         cli_target="planted_driver:search",
@@ -171,8 +160,7 @@ PROJECTS = [
                 "skips without numpy, which is not on the fork's path",
         },
         plant_file="toml/decoder.py",
-        plant=_wrapper("toml.decoder", "loads",
-                       "_planted_original(*args, **kwargs)"),
+        plant=_wrapper("loads"),
         planted_tests=["tests/test_api.py", "-k",
                        "dict_decoder or inline_dict or ordered"],
         cli_target="tests.test_api:test_dict_decoder"),
@@ -182,8 +170,7 @@ PROJECTS = [
         tests=["tests/test_fileutils.py", "tests/test_strutils.py",
                "tests/test_iterutils.py"],
         plant_file="boltons/strutils.py",
-        plant=_wrapper("boltons.strutils", "slugify",
-                       "_planted_original(*args, **kwargs)"),
+        plant=_wrapper("slugify"),
         planted_tests=["tests/test_strutils.py", "-k", "slugify"],
         cli_target="tests.test_strutils:test_slugify"),
     Project(
@@ -191,8 +178,7 @@ PROJECTS = [
         style="unittest.TestCase classes",
         tests=["tests/test_recipes.py"],
         plant_file="more_itertools/recipes.py",
-        plant=_wrapper("more_itertools.recipes", "take",
-                       "_planted_original(*args, **kwargs)"),
+        plant=_wrapper("take"),
         planted_tests=["tests/test_recipes.py", "-k", "Take"],
         cli_target="planted_driver:take",
         cli_module=textwrap.dedent("""\
