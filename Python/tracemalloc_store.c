@@ -355,7 +355,7 @@ store_node_ref(unsigned int domain, uintptr_t ptr, size_t *size)
 }
 
 /* Move the trace at *REF, of SIZE, from its node to NODE. */
-Py_NO_INLINE static void
+static inline void
 store_move(uint32_t *ref, size_t size, _PyTraceMalloc_Node node)
 {
     peak_account_move(stored_node(*ref), node, size);
