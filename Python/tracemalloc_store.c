@@ -45,6 +45,9 @@ static atomic_flag tm_foreign_lock = ATOMIC_FLAG_INIT;
    threads) cannot starve the interpreter.  The GIL side waits for at most
    one critical section of the other side. */
 static atomic_int tm_gil_waiting;
+/* Entries by callers without the GIL, for the tests (written under
+   tm_foreign_lock). */
+static uint64_t tm_foreign_entries;
 
 /* PY_TRACEMALLOC_NO_MEMBARRIER builds both sides with real fences: for
    ThreadSanitizer, which cannot see the barrier that membarrier(2) puts on
@@ -198,12 +201,22 @@ _PyTraceMalloc_LockNoGIL(void)
     while (atomic_load(&tm_gil_waiting)) {
         sched_yield();
     }
+    tm_foreign_entries++;
     atomic_store_explicit(&_PyTraceMalloc_foreign, 1, memory_order_relaxed);
     tm_heavy_barrier();
     while (atomic_load_explicit(&_PyTraceMalloc_gil_busy,
                                 memory_order_acquire)) {
         sched_yield();
     }
+}
+
+uint64_t
+_PyTraceMalloc_ForeignEntries(void)
+{
+    _PyTraceMalloc_LockNoGIL();
+    uint64_t n = tm_foreign_entries - 1;    /* not this call's own */
+    _PyTraceMalloc_UnlockNoGIL();
+    return n;
 }
 
 void

@@ -297,6 +297,8 @@ _PyTraceMalloc_Unlock(void)
 /* Enter/leave the engine without the GIL (or not knowing). */
 extern void _PyTraceMalloc_LockNoGIL(void);
 extern void _PyTraceMalloc_UnlockNoGIL(void);
+/* Entries through _PyTraceMalloc_LockNoGIL() so far (tests). */
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_ForeignEntries(void);
 /* Does the calling thread hold the GIL?  Cheap enough for raw hooks. */
 extern int _PyTraceMalloc_HoldsGIL(void);
 
