@@ -113,27 +113,48 @@ remember_removed(void *ptr, _PyTraceMalloc_Node node)
     last_removed.generation = _PyTraceMalloc_cct_generation;
 }
 
-/* The block this thread traced last through the hooks of the default
-   domain, while it may still be on its way to become an object: between
-   PyObject_Malloc() and the _Py_NewReference() that follows it the
-   interpreter runs no Python code of its own (a collection may run
-   finalizers, but they return to the same position), so the re-trace that
-   _PyTraceMalloc_NewReference() would do there finds the node just
-   recorded.  It takes the block out of here instead: half the engine's
-   work for a new object.  Invariant: 0, or a block allocated and traced at
-   the current position since this thread's last _Py_NewReference().  A
-   compaction meanwhile renumbers its trace like any other, and a reset
-   removes it (the re-trace would not find it either).  Freeing or
-   reallocating the block clears it, so that an address reused later (from
-   a free list, without the allocator) is never taken for it. */
-static _Thread_local uintptr_t fresh_block;
+/* The block traced last by the hooks of the default domain with the GIL,
+   and the position (frame, instruction) it was traced at: see "The fresh
+   block" in Doc/internals/tracemalloc-engine.rst.  _Py_NewReference() of
+   that block at that same position skips the re-trace, which would find
+   the node just recorded.  Protected by the GIL: every thread's free or
+   realloc of the block clears it, so an address reused later from a free
+   list is never taken for it, whichever thread reuses it. */
+static struct {
+    uintptr_t ptr;
+    const _PyInterpreterFrame *frame;
+    const _Py_CODEUNIT *instr;
+} fresh;
+
+static inline void
+fresh_set(PyThreadState *tstate, uintptr_t ptr)
+{
+    const _PyInterpreterFrame *frame = tstate->cframe->current_frame;
+    fresh.ptr = ptr;
+    fresh.frame = frame;
+    fresh.instr = frame != NULL ? frame->prev_instr : NULL;
+}
 
 static inline void
 fresh_forget(void *ptr)
 {
-    if ((uintptr_t)ptr == fresh_block) {
-        fresh_block = 0;
+    if ((uintptr_t)ptr == fresh.ptr) {
+        fresh.ptr = 0;
     }
+}
+
+/* Is the current position of the GIL holder the fresh block's?  The
+   same frame at the same instruction has the same traceback. */
+static inline int
+fresh_position_is_current(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    if (tstate == NULL) {
+        return 0;
+    }
+    const _PyInterpreterFrame *frame = tstate->cframe->current_frame;
+    return frame == fresh.frame
+           && (frame == NULL || frame->prev_instr == fresh.instr);
 }
 
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
@@ -155,12 +176,12 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
             res = -1;
         }
         else {
-            res = store_add(domain, (uintptr_t)ptr, size, node, pooled,
-                            block);
+            res = store_add(domain, (uintptr_t)ptr, size, node,
+                            pooled && side, block);
             if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
                 && side) {
                 /* Only with the GIL: objects are made with it. */
-                fresh_block = (uintptr_t)ptr;
+                fresh_set(tstate, (uintptr_t)ptr);
             }
         }
     }
@@ -240,10 +261,12 @@ trace_remove(void *ptr, int gil_held)
     PyThreadState *tstate;
     _PyTraceMalloc_Node node;
     size_t size;
-    fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
+    if (side) {
+        fresh_forget(ptr);
+    }
     if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                     &node, &size, gil_held, 1)) {
+                     &node, &size, store_where(gil_held, side), 1)) {
         remember_removed(ptr, node);
     }
     engine_leave(side);
@@ -275,12 +298,14 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     _PyTraceMalloc_Node old_node = 0;
     size_t old_size = 0;
     PyThreadState *tstate;
-    fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
+    if (side) {
+        fresh_forget(ptr);
+    }
     uint32_t generation = _PyTraceMalloc_cct_generation;
     int had_trace = store_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
                                  (uintptr_t)ptr, &old_node, &old_size,
-                                 gil_held, 1);
+                                 store_where(gil_held, side), 1);
     if (had_trace) {
         remember_removed(ptr, old_node);
     }
@@ -298,9 +323,9 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
                the trace was cleared, or its node id means another path. */
             if (_PyTraceMalloc_TRACING()
                 && generation == _PyTraceMalloc_cct_generation) {
-                (void)_PyTraceMalloc_StoreAdd_unlocked(
-                    _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                    old_size, old_node);
+                (void)store_add(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                (uintptr_t)ptr, old_size, old_node,
+                                gil_held && side, 1);
             }
             engine_leave(side);
         }
@@ -371,10 +396,11 @@ _PyTraceMalloc_NewReference(PyObject *op)
         return -1;
     }
     uintptr_t ptr = object_block(op);
-    if (ptr == fresh_block) {
-        /* Traced a moment ago, here (see fresh_block). */
-        fresh_block = 0;
-        return 0;
+    if (ptr == fresh.ptr) {
+        fresh.ptr = 0;
+        if (fresh_position_is_current()) {
+            return 0;       /* traced a moment ago, here (see fresh) */
+        }
     }
     return retrace_object(ptr);
 }
@@ -404,12 +430,10 @@ _PyTraceMalloc_Start(int max_nframe)
                      (unsigned long)UINT16_MAX);
         return -1;
     }
-    /* The tree keeps whole call paths; the limit only trims exports, so a
-       new limit applies at once, to old traces too. */
-    _Py_tracemalloc_config.max_nframe = max_nframe;
     if (_PyTraceMalloc_TRACING()) {
-        return 0;
+        return 0;       /* like upstream: tracing goes on, limit included */
     }
+    _Py_tracemalloc_config.max_nframe = max_nframe;
     if (_PyTraceMalloc_StoreInit() < 0) {
         PyErr_SetString(PyExc_RuntimeError,
                         "tracemalloc: cannot register fork handlers");
@@ -493,14 +517,42 @@ _PyTraceMalloc_AllocatorChanged(int domain)
 
 /* ---- the C API ---------------------------------------------------------- */
 
+/* The default domain's traces may be in pymalloc's pools, which only the
+   GIL holder may look at: without the GIL, the tracking API takes it for
+   that domain, as upstream's PyTraceMalloc_Track() always does.  Other
+   domains live in the table alone. */
+static inline int
+track_needs_gil(unsigned int domain, PyGILState_STATE *state)
+{
+    if (domain != _PyTraceMalloc_DEFAULT_DOMAIN
+        || _PyTraceMalloc_HoldsGIL()) {
+        return 0;
+    }
+    *state = PyGILState_Ensure();
+    return 1;
+}
+
 int
 PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
 {
     if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
-    /* May be called without the GIL: the engine finds out. */
-    return trace_add_slow(domain, (void *)ptr, size, 0, 1, 0);
+    PyGILState_STATE gil_state;
+    int ensured = track_needs_gil(domain, &gil_state);
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    int res = 0;
+    if (_PyTraceMalloc_TRACING()) {
+        cct_maybe_compact();
+        _PyTraceMalloc_Node node = current_node(tstate);
+        res = node == UINT32_MAX ? -1 : store_track(domain, ptr, size, node);
+    }
+    engine_leave(side);
+    if (ensured) {
+        PyGILState_Release(gil_state);
+    }
+    return res;
 }
 
 int
@@ -509,12 +561,17 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
+    PyGILState_STATE gil_state;
+    int ensured = track_needs_gil(domain, &gil_state);
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     _PyTraceMalloc_Node node;
     size_t size;
-    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr, &node, &size);
+    (void)store_remove(domain, ptr, &node, &size, STORE_POOL_FIRST, 0);
     engine_leave(side);
+    if (ensured) {
+        PyGILState_Release(gil_state);
+    }
     return 0;
 }
 
@@ -565,8 +622,12 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
     size_t size;
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
-    int found = _PyTraceMalloc_StoreGet_unlocked(
-        _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node, &size);
+    /* Without the GIL, pymalloc's pools are not ours to read. */
+    int found = side ? _PyTraceMalloc_StoreGet_unlocked(
+                           _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                           &node, &size)
+                     : store_get_table(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                       (uintptr_t)ptr, &node, &size);
     if (!found && last_removed.ptr == (uintptr_t)ptr
         && last_removed.generation == _PyTraceMalloc_cct_generation) {
         /* Being freed or resized by this thread right now. */

@@ -214,7 +214,7 @@ uint64_t
 _PyTraceMalloc_ForeignEntries(void)
 {
     _PyTraceMalloc_LockNoGIL();
-    uint64_t n = tm_foreign_entries - 1;    /* not this call's own */
+    uint64_t n = --tm_foreign_entries;      /* not this call's own */
     _PyTraceMalloc_UnlockNoGIL();
     return n;
 }
@@ -226,12 +226,24 @@ _PyTraceMalloc_UnlockNoGIL(void)
     atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
 }
 
+/* The thread state this thread last made current (Python/pystate.c calls
+   _PyTraceMalloc_ThreadStateSwapped() wherever the current thread state
+   changes): whatever its interpreter, a subinterpreter's included, this
+   thread holds the GIL exactly while it is the current one. */
+static _Thread_local PyThreadState *tm_this_thread_tstate;
+
+void
+_PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate)
+{
+    tm_this_thread_tstate = tstate;
+}
+
 int
 _PyTraceMalloc_HoldsGIL(void)
 {
     /* Compares pointers only: the GIL holder's thread state is never
        dereferenced here. */
-    PyThreadState *mine = PyGILState_GetThisThreadState();
+    PyThreadState *mine = tm_this_thread_tstate;
     return mine != NULL && mine == _PyThreadState_GET();
 }
 
@@ -260,6 +272,12 @@ tm_atfork_child(void)
     atomic_store(&_PyTraceMalloc_gil_busy, 0);
     atomic_store(&tm_gil_waiting, 0);
     atomic_flag_clear(&tm_foreign_lock);
+    /* The child's thread is another thread: its frames' caches name the
+       parent thread's root node (per-thread attribution).  A new
+       generation makes them link again, under the child's own root. */
+    if (++_PyTraceMalloc_cct_generation == 0) {
+        _PyTraceMalloc_cct_generation = 1;      /* 0 marks reset frames */
+    }
     /* membarrier registration is per process: register the child too. */
     _PyTraceMalloc_asymmetric = 0;
     tm_setup_barrier();
@@ -313,6 +331,11 @@ static struct {
     /* The live traces are the peak now (set when `current` passes `peak`):
        the peak's per-node totals must be kept before the next decrease. */
     int peak_pending;
+    /* 1 once PyTraceMalloc_Track() has put a default-domain trace in the
+       table, whose address may be, or become, a pymalloc block's: a new
+       trace in a pool slot must then replace the table's trace of the
+       same address (one key, one trace).  Until the next clear. */
+    int tracked_in_table;
     int atfork_registered;
 } tm_store;
 
@@ -463,6 +486,7 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm_store.peak = 0;
     tm_store.ntraces = 0;
     tm_store.peak_pending = 0;
+    tm_store.tracked_in_table = 0;
     _PyTraceMalloc_PoolSlotsClear();
 }
 
@@ -521,6 +545,22 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
     return 0;
 }
 
+Py_NO_INLINE static int store_remove_table(unsigned int domain,
+                                          uintptr_t ptr,
+                                          _PyTraceMalloc_Node *node,
+                                          size_t *size);
+
+/* A new trace of the pymalloc block PTR replaces a tracked trace of the
+   same address in the table (tracked_in_table). */
+Py_NO_INLINE static void
+store_drop_tracked(uintptr_t ptr)
+{
+    _PyTraceMalloc_Node node;
+    size_t size;
+    (void)store_remove_table(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node,
+                             &size);
+}
+
 /* Record a trace of PTR (replacing any): 0, or -1 when out of memory.  A
    pymalloc block costs a slot lookup and a few stores, anything else one
    table probe.  Inline for the hooks: the pool slot is the usual case, and
@@ -545,6 +585,9 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
             if (slot->node == 0) {
                 (*live)++;
                 tm_store.ntraces++;
+                if (tm_store.tracked_in_table) {
+                    store_drop_tracked(ptr);
+                }
             }
             else {
                 cct_peak_before_decrease();
@@ -566,11 +609,29 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
     return store_add_table(domain, ptr, size, node);
 }
 
-int
-_PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
-                                 size_t size, _PyTraceMalloc_Node node)
+/* PyTraceMalloc_Track() of (DOMAIN, PTR), with the GIL for the default
+   domain.  A pool slot takes only the blocks the allocator handed out
+   (the hooks' traces), so that no free block and no pool that pymalloc
+   may empty, reuse or give back ever holds a trace: a tracked address
+   replaces the trace in its slot if the slot has one, and otherwise goes
+   to the table, where it stays until untracked or replaced. */
+static int
+store_track(unsigned int domain, uintptr_t ptr, size_t size,
+            _PyTraceMalloc_Node node)
 {
-    return store_add(domain, ptr, size, node, 1, 0);
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+        uint32_t *live;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+            (const void *)ptr, 0, NULL, &live, 0);
+        if (slot != NULL && slot->node != 0) {
+            return store_add(domain, ptr, size, node, 1, 0);
+        }
+    }
+    int res = store_add_table(domain, ptr, size, node);
+    if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        tm_store.tracked_in_table = 1;
+    }
+    return res;
 }
 
 /* The table's part of store_remove(). */
@@ -615,31 +676,62 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
     return 1;
 }
 
+/* Where store_remove() looks for a trace of the default domain: the pool
+   slot first (the mem and obj domains), the table first (the raw domain's
+   blocks come from malloc()), or only the table (a caller without the GIL,
+   which may not read pymalloc's pools: only the raw domain's hooks get
+   there, whose blocks are never pymalloc's). */
+enum { STORE_POOL_FIRST, STORE_TABLE_FIRST, STORE_TABLE_ONLY };
+
+static inline int
+store_where(int gil_held, int side)
+{
+    return gil_held ? STORE_POOL_FIRST
+                    : (side ? STORE_TABLE_FIRST : STORE_TABLE_ONLY);
+}
+
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
-   0 if PTR had none.  Inline for the hooks, as store_add().  POOLED is 0
-   when PTR is unlikely to lie in a pool (the raw domain's blocks come from
-   malloc()): the table is then looked at first.  BLOCK is 1 when PTR is a
-   block the allocator handed out (the free hooks). */
+   0 if PTR had none.  Inline for the hooks, as store_add().  BLOCK is 1
+   when PTR is a block the allocator handed out (the free hooks). */
 static inline int
 store_remove(unsigned int domain, uintptr_t ptr, _PyTraceMalloc_Node *node,
-             size_t *size, int pooled, int block)
+             size_t *size, int where, int block)
 {
     if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
         return store_remove_table(domain, ptr, node, size);
     }
-    if (pooled) {
+    switch (where) {
+    case STORE_POOL_FIRST:
         return (store_remove_slot(ptr, node, size, block)
                 || store_remove_table(domain, ptr, node, size));
+    case STORE_TABLE_FIRST:
+        return (store_remove_table(domain, ptr, node, size)
+                || store_remove_slot(ptr, node, size, block));
+    default:
+        return store_remove_table(domain, ptr, node, size);
     }
-    return (store_remove_table(domain, ptr, node, size)
-            || store_remove_slot(ptr, node, size, block));
 }
 
 int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
                                     _PyTraceMalloc_Node *node, size_t *size)
 {
-    return store_remove(domain, ptr, node, size, 1, 0);
+    return store_remove(domain, ptr, node, size, STORE_POOL_FIRST, 0);
+}
+
+/* The table's part of _PyTraceMalloc_StoreGet_unlocked(), which is all
+   a caller without the GIL may look at. */
+static int
+store_get_table(unsigned int domain, uintptr_t ptr,
+                _PyTraceMalloc_Node *node, size_t *size)
+{
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    *node = e->node == UINT32_MAX ? 0 : e->node;
+    *size = e->size;
+    return 1;
 }
 
 int
@@ -656,13 +748,7 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
             return 1;
         }
     }
-    table_entry *e = table_find(domain, ptr);
-    if (e == NULL) {
-        return 0;
-    }
-    *node = e->node == UINT32_MAX ? 0 : e->node;
-    *size = e->size;
-    return 1;
+    return store_get_table(domain, ptr, node, size);
 }
 
 /* Where the node of PTR's trace is stored in the table, or NULL if it has

@@ -301,6 +301,9 @@ extern void _PyTraceMalloc_UnlockNoGIL(void);
 PyAPI_FUNC(uint64_t) _PyTraceMalloc_ForeignEntries(void);
 /* Does the calling thread hold the GIL?  Cheap enough for raw hooks. */
 extern int _PyTraceMalloc_HoldsGIL(void);
+/* Python/pystate.c: TSTATE (or NULL) is now the calling thread's current
+   thread state. */
+extern void _PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate);
 
 extern int _PyTraceMalloc_StoreInit(void);
 extern void _PyTraceMalloc_StoreClear_unlocked(void);

@@ -53,20 +53,18 @@ class TrackFreedPoolBlockTest(EngineTest):
     with the block's pool meanwhile (upstream keeps it in its table)."""
 
     def check(self, size, other_size, count):
-        before, _ = tracemalloc.get_traced_memory()
         addr = _testtracemalloc.track_freed_pool_block(size, other_size,
                                                         count)
         _testtracemalloc.check_consistency()
         self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
-        after, _ = tracemalloc.get_traced_memory()
-        self.assertEqual(after - before, 100)
         # Snapshots still work, and hold the trace.
-        snapshot = tracemalloc.take_snapshot()
-        self.assertIn(100, [t.size for t in snapshot.traces])
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertEqual(sizes.count(100), 1)
         _testcapi.tracemalloc_untrack(0, addr)
         _testtracemalloc.check_consistency()
         self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
-        self.assertEqual(tracemalloc.get_traced_memory()[0], before)
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertNotIn(100, sizes)
 
     def test_pool_reused_for_another_size_class(self):
         # 33 blocks of 480 bytes per pool: the middle pools are all ours.
@@ -81,15 +79,17 @@ class TrackFreedPoolBlockTest(EngineTest):
         # The tracked address comes back from the allocator: its new trace
         # replaces the tracked one (one key, one trace), and its free
         # leaves none.
-        before, _ = tracemalloc.get_traced_memory()
         addr = _testtracemalloc.track_freed_then_reallocate(200)
-        self.assertEqual(tracemalloc.get_traced_memory()[0] - before, 200)
         _testtracemalloc.check_consistency()
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertIn(200, sizes)
+        self.assertNotIn(100, sizes)
         self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
         _testtracemalloc.free_reallocated()
-        self.assertEqual(tracemalloc.get_traced_memory()[0], before)
         self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
         _testtracemalloc.check_consistency()
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertNotIn(100, sizes)
 
 
 class FreshBlockTest(EngineTest):
@@ -106,46 +106,44 @@ class FreshBlockTest(EngineTest):
         # Thread A's last traced block is a list's item array X; thread B
         # frees X, gets a float at X and drops it onto the float free
         # list; A then takes that float: it must be traced at A's line.
-        a_ready = threading.Event()
-        b_done = threading.Event()
-        shared = {}
+        # Plain locks hand over between the threads: they allocate nothing.
+        ready = threading.Lock()
+        go = threading.Lock()
+        done = threading.Lock()
+        for lock in (ready, go, done):
+            lock.acquire()
+        z = 1.25
+        items = []
         result = {}
 
         def thread_a():
-            z = 1.25
-            lst = [z, z, z]          # item array: 24 bytes, a float's class
-            shared['list'] = lst
-            shared['items'] = ctypes.c_void_p.from_address(
-                id(lst) + 3 * ctypes.sizeof(ctypes.c_void_p)).value
-            del lst
-            # The last traced block of this thread must be the item array:
-            # re-make it now that the bookkeeping above is done.
-            shared['list'].clear()
-            shared['list'].extend((z, z, z))
-            shared['items'] = ctypes.c_void_p.from_address(
-                id(shared['list'])
-                + 3 * ctypes.sizeof(ctypes.c_void_p)).value
-            a_ready.set()
-            b_done.wait()
-            y = z * 3.0; result['where'] = here()
+            items.extend((z, z, z))  # X: 24 bytes, a float's size class
+            ready.release()
+            go.acquire()
+            y = z * 3.0; where = here()
+            result['where'] = where
             result['frame'] = first_frame(y)
-            result['same'] = id(y) == shared['items']
+            result['reused'] = id(y) == result['x']
+            done.release()
 
         def thread_b():
-            a_ready.wait()
-            x = shared['items']
-            shared['list'].clear()           # frees X
+            ready.acquire()
+            x = ctypes.c_void_p.from_address(
+                id(items) + 3 * ctypes.sizeof(ctypes.c_void_p)).value
+            result['x'] = x
+            items.clear()                     # frees X
             keep = []
-            hit = None
+            f = hit = None
             for i in range(200000):
                 f = float(i) + 0.5
                 if id(f) == x:
                     hit = f
                     break
                 keep.append(f)
-            shared['found'] = hit is not None
+            result['found'] = hit is not None
             del f, hit                        # onto the float free list
-            b_done.set()
+            go.release()
+            done.acquire()
             del keep
 
         a = threading.Thread(target=thread_a)
@@ -155,7 +153,7 @@ class FreshBlockTest(EngineTest):
             b.start()
             a.join()
             b.join()
-        if not (shared.get('found') and result.get('same')):
+        if not (result.get('found') and result.get('reused')):
             self.skipTest('the allocator did not reuse the block')
         self.assertEqual(result['frame'], result['where'])
 
@@ -263,16 +261,15 @@ class NoGilTrackTest(EngineTest):
         addr = id(data)
         # bytearray objects are not GC objects: the block starts at id().
         self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
-        before, _ = tracemalloc.get_traced_memory()
         _testcapi.tracemalloc_track(0, addr, 1000, True)
         _testtracemalloc.check_consistency()
-        after, _ = tracemalloc.get_traced_memory()
-        self.assertEqual(after - before, 1000 - bytearray.__basicsize__)
-        snap = tracemalloc.take_snapshot()
-        self.assertIn(1000, [t.size for t in snap.traces])
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertEqual(sizes.count(1000), 1)
         del data
         _testtracemalloc.check_consistency()
         self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertNotIn(1000, sizes)
 
 
 if __name__ == '__main__':
