@@ -562,7 +562,9 @@ PyDoc_STRVAR(track_freed_pool_block_doc,
 "call on a block the allocator owns), then free the others, so that their\n"
 "pools empty, and allocate COUNT blocks of OTHER_SIZE (another size\n"
 "class), which reuses the emptied pools, and free them.  Returns the\n"
-"tracked address; the trace must live until it is untracked.");
+"tracked address, and whether the allocator handed it out again meanwhile\n"
+"(the new block's trace then replaced the tracked one, and its free\n"
+"removed it); otherwise the trace must live until it is untracked.");
 
 static PyObject *
 track_freed_pool_block(PyObject *module, PyObject *args)
@@ -599,9 +601,11 @@ track_freed_pool_block(PyObject *module, PyObject *args)
         PyObject_Free(blocks[i]);
         blocks[i] = NULL;
     }
+    int reused = 0;
     for (Py_ssize_t i = 0; i < count && !failed; i++) {
         blocks[i] = PyObject_Malloc((size_t)other_size);
         failed = blocks[i] == NULL;
+        reused |= (uintptr_t)blocks[i] == tracked;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject_Free(blocks[i]);
@@ -610,7 +614,7 @@ track_freed_pool_block(PyObject *module, PyObject *args)
     if (failed) {
         return PyErr_NoMemory();
     }
-    return PyLong_FromVoidPtr((void *)tracked);
+    return Py_BuildValue("Ni", PyLong_FromVoidPtr((void *)tracked), reused);
 }
 
 /* An extension that allocates an object's block at one place and

@@ -113,48 +113,29 @@ remember_removed(void *ptr, _PyTraceMalloc_Node node)
     last_removed.generation = _PyTraceMalloc_cct_generation;
 }
 
-/* The block traced last by the hooks of the default domain with the GIL,
-   and the position (frame, instruction) it was traced at: see "The fresh
-   block" in Doc/internals/tracemalloc-engine.rst.  _Py_NewReference() of
-   that block at that same position skips the re-trace, which would find
-   the node just recorded.  Protected by the GIL: every thread's free or
-   realloc of the block clears it, so an address reused later from a free
-   list is never taken for it, whichever thread reuses it. */
-static struct {
-    uintptr_t ptr;
-    const _PyInterpreterFrame *frame;
-    const _Py_CODEUNIT *instr;
-} fresh;
-
-static inline void
-fresh_set(PyThreadState *tstate, uintptr_t ptr)
-{
-    const _PyInterpreterFrame *frame = tstate->cframe->current_frame;
-    fresh.ptr = ptr;
-    fresh.frame = frame;
-    fresh.instr = frame != NULL ? frame->prev_instr : NULL;
-}
+/* The block traced last by the hooks of the default domain with the GIL:
+   see "The fresh block" in Doc/internals/tracemalloc-engine.rst.  Between
+   the allocation of an object's block and the _Py_NewReference() that
+   follows it in CPython's own code (one C call, no Python code of its own
+   in between), the re-trace would find the node just recorded: it is
+   skipped.  Protected by the GIL: any thread's free or realloc of the
+   block clears it, so an address reused later from a free list is never
+   taken for it, whichever thread reuses it; PyObject_Init() clears it
+   (an extension may initialise a block elsewhere than it allocated it). */
+static uintptr_t fresh_block;
 
 static inline void
 fresh_forget(void *ptr)
 {
-    if ((uintptr_t)ptr == fresh.ptr) {
-        fresh.ptr = 0;
+    if ((uintptr_t)ptr == fresh_block) {
+        fresh_block = 0;
     }
 }
 
-/* Is the current position of the GIL holder the fresh block's?  The
-   same frame at the same instruction has the same traceback. */
-static inline int
-fresh_position_is_current(void)
+void
+_PyTraceMalloc_ForgetFresh(void)
 {
-    PyThreadState *tstate = _PyThreadState_GET();
-    if (tstate == NULL) {
-        return 0;
-    }
-    const _PyInterpreterFrame *frame = tstate->cframe->current_frame;
-    return frame == fresh.frame
-           && (frame == NULL || frame->prev_instr == fresh.instr);
+    fresh_block = 0;
 }
 
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
@@ -181,7 +162,7 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
             if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
                 && side) {
                 /* Only with the GIL: objects are made with it. */
-                fresh_set(tstate, (uintptr_t)ptr);
+                fresh_block = (uintptr_t)ptr;
             }
         }
     }
@@ -396,11 +377,10 @@ _PyTraceMalloc_NewReference(PyObject *op)
         return -1;
     }
     uintptr_t ptr = object_block(op);
-    if (ptr == fresh.ptr) {
-        fresh.ptr = 0;
-        if (fresh_position_is_current()) {
-            return 0;       /* traced a moment ago, here (see fresh) */
-        }
+    if (ptr == fresh_block) {
+        /* Traced a moment ago, here (see fresh_block). */
+        fresh_block = 0;
+        return 0;
     }
     return retrace_object(ptr);
 }

@@ -87,6 +87,12 @@ PyAPI_FUNC(void) _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr,
 PyAPI_FUNC(int) _PyTraceMalloc_SuspendThread(void);
 PyAPI_FUNC(int) _PyTraceMalloc_ResumeThread(void);
 
+/* Objects/object.c: PyObject_Init() and PyObject_InitVar(), which
+   CPython's own allocations never call, are initialising a block that an
+   extension allocated, maybe at another line: no skipped re-trace (GIL
+   held, tracing on). */
+PyAPI_FUNC(void) _PyTraceMalloc_ForgetFresh(void);
+
 /* Objects/codeobject.c: a code object dies; cached lines keyed by its
    address must not be reused. */
 extern void _PyTraceMalloc_CodeFreed(void *code);

@@ -53,9 +53,16 @@ class TrackFreedPoolBlockTest(EngineTest):
     with the block's pool meanwhile (upstream keeps it in its table)."""
 
     def check(self, size, other_size, count):
-        addr = _testtracemalloc.track_freed_pool_block(size, other_size,
-                                                        count)
+        addr, reused = _testtracemalloc.track_freed_pool_block(
+            size, other_size, count)
         _testtracemalloc.check_consistency()
+        if reused:
+            # Upstream too: the new block's trace replaced the tracked
+            # one, and its free removed it.
+            self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+            self.assertNotIn(100, [t.size for t in
+                                   tracemalloc.take_snapshot().traces])
+            return
         self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
         # Snapshots still work, and hold the trace.
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
@@ -68,6 +75,12 @@ class TrackFreedPoolBlockTest(EngineTest):
 
     def test_pool_reused_for_another_size_class(self):
         # 33 blocks of 480 bytes per pool: the middle pools are all ours.
+        # Reused for 208-byte blocks, the tracked address is a block start
+        # only once in 13 pools.
+        self.check(480, 208, 4000)
+
+    def test_pool_reused_over_the_tracked_address(self):
+        # Reused for 96-byte blocks: the tracked address is handed out.
         self.check(480, 96, 4000)
 
     def test_arena_freed(self):
