@@ -92,12 +92,10 @@ _PyTraceMalloc_Start(int max_nframe)
                      (unsigned long)UINT16_MAX);
         return -1;
     }
-    /* The tree keeps whole call paths; the limit only trims exports, so a
-       new limit applies at once, to old traces too. */
-    _Py_tracemalloc_config.max_nframe = max_nframe;
     if (_PyTraceMalloc_TRACING()) {
-        return 0;
+        return 0;       /* like upstream: tracing goes on, limit included */
     }
+    _Py_tracemalloc_config.max_nframe = max_nframe;
     if (engine_lock_init() < 0) {
         PyErr_SetString(PyExc_RuntimeError,
                         "tracemalloc: cannot register fork handlers");
@@ -180,14 +178,42 @@ _PyTraceMalloc_AllocatorChanged(int domain)
 
 /* ---- the C API ---------------------------------------------------------- */
 
+/* The default domain's traces may be in pymalloc's pools, which only the
+   GIL holder may look at (I1): without the GIL, the tracking API takes it
+   for that domain, as upstream's PyTraceMalloc_Track() always does.  Other
+   domains live in the table alone. */
+static inline int
+track_needs_gil(unsigned int domain, PyGILState_STATE *state)
+{
+    if (domain != _PyTraceMalloc_DEFAULT_DOMAIN
+        || _PyTraceMalloc_HoldsGIL()) {
+        return 0;
+    }
+    *state = PyGILState_Ensure();
+    return 1;
+}
+
 int
 PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
 {
     if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
-    /* May be called without the GIL: the engine finds out. */
-    return trace_add_slow(domain, (void *)ptr, size, 0, 1, 0);
+    PyGILState_STATE gil_state;
+    int ensured = track_needs_gil(domain, &gil_state);
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    int res = 0;
+    if (_PyTraceMalloc_TRACING()) {
+        compact_if_due();
+        _PyTraceMalloc_Node node = current_node(tstate);
+        res = node == UINT32_MAX ? -1 : store_track(domain, ptr, size, node);
+    }
+    engine_leave(side);
+    if (ensured) {
+        PyGILState_Release(gil_state);
+    }
+    return res;
 }
 
 int
@@ -196,12 +222,17 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
+    PyGILState_STATE gil_state;
+    int ensured = track_needs_gil(domain, &gil_state);
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     _PyTraceMalloc_Node node;
     size_t size;
-    _PyTraceMalloc_StoreRemove_unlocked(domain, ptr, &node, &size);
+    (void)store_remove(domain, ptr, &node, &size, STORE_POOL_FIRST, 0);
     engine_leave(side);
+    if (ensured) {
+        PyGILState_Release(gil_state);
+    }
     return 0;
 }
 
@@ -299,8 +330,12 @@ _PyMem_DumpTraceback(int fd, const void *ptr)
     size_t size;
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
-    int found = _PyTraceMalloc_StoreGet_unlocked(
-        _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node, &size);
+    /* Without the GIL, pymalloc's pools are not ours to read (I1). */
+    int found = side ? _PyTraceMalloc_StoreGet_unlocked(
+                           _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                           &node, &size)
+                     : store_get_table(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                       (uintptr_t)ptr, &node, &size);
     if (!found && last_removed.ptr == (uintptr_t)ptr
         && last_removed.generation == tm.generation) {
         /* Being freed or resized by this thread right now. */

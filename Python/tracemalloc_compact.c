@@ -34,10 +34,13 @@ compact_mark(uint32_t *ref, void *arg)
     if (id == UINT32_MAX) {
         return;             /* the empty traceback */
     }
-    while (id != 0 && st->remap[id] == 0) {
+    while (id != 0) {
         if (id >= st->nnodes) {
             st->corrupt = 1;
             return;
+        }
+        if (st->remap[id] != 0) {
+            return;         /* marked with its ancestors already */
         }
         st->remap[id] = 1;
         id = node_at(id)->parent;

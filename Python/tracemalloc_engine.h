@@ -214,6 +214,12 @@ static struct {
         size_t current;
         size_t peak;
         size_t ntraces;
+        /* 1 once PyTraceMalloc_Track() has put a default-domain trace in
+           the table, whose address may be, or become, a pymalloc block's:
+           a new trace in a pool slot must then replace the table's trace
+           of the same address (one key, one trace, I2).  Until the next
+           clear. */
+        int tracked_in_table;
     } store;
 
     /* The lock's private words (tracemalloc_lock.c): atomics. */
@@ -221,6 +227,8 @@ static struct {
         atomic_flag foreign_lock;   /* among callers without the GIL */
         atomic_int gil_waiting;     /* a GIL holder waits: let it in first */
         int atfork_registered;      /* under the GIL (start()) */
+        uint64_t foreign_entries;   /* by foreign_lock: entries without
+                                       the GIL, for the tests */
     } lock;
 
     /* Fault injection for the tests.  Protected by the engine lock
@@ -265,9 +273,6 @@ static inline void engine_leave(int side);
 
 /* tracemalloc_store.c; the _unlocked functions need the engine lock. */
 extern void _PyTraceMalloc_StoreClear_unlocked(void);
-extern int _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
-                                            size_t size,
-                                            _PyTraceMalloc_Node node);
 extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
                                                uintptr_t ptr,
                                                _PyTraceMalloc_Node *node,
@@ -284,9 +289,19 @@ extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
 extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
 static inline int store_add(unsigned int domain, uintptr_t ptr, size_t size,
                             _PyTraceMalloc_Node node, int pooled, int block);
+/* Where store_remove() looks for a trace of the default domain: the pool
+   slot first (the mem and obj domains), the table first (the raw domain's
+   blocks come from malloc()), or only the table (a caller without the GIL,
+   which may not read pymalloc's pools: only the raw domain's hooks get
+   there, whose blocks are never pymalloc's). */
+enum { STORE_POOL_FIRST, STORE_TABLE_FIRST, STORE_TABLE_ONLY };
 static inline int store_remove(unsigned int domain, uintptr_t ptr,
                                _PyTraceMalloc_Node *node, size_t *size,
-                               int pooled, int block);
+                               int where, int block);
+static int store_track(unsigned int domain, uintptr_t ptr, size_t size,
+                       _PyTraceMalloc_Node node);
+static int store_get_table(unsigned int domain, uintptr_t ptr,
+                           _PyTraceMalloc_Node *node, size_t *size);
 
 /* tracemalloc_tree.c; the _unlocked functions need the engine lock. */
 extern uint32_t _PyTraceMalloc_NodeCount(void);

@@ -96,12 +96,12 @@ remember_removed(void *ptr, _PyTraceMalloc_Node node)
     last_removed.generation = tm.generation;
 }
 
-/* The block this thread traced last through the hooks of the default
-   domain, while it may still be on its way to become an object: the
-   re-trace that _Py_NewReference() would do finds the node just recorded,
-   so _PyTraceMalloc_NewReference() takes the block out of here instead
-   (I10). */
-static _Thread_local uintptr_t fresh_block;
+/* The block traced last by the hooks of the default domain with the GIL,
+   while it may still be on its way to become an object: the re-trace that
+   _Py_NewReference() would do finds the node just recorded, so
+   _PyTraceMalloc_NewReference() takes the block out of here instead
+   (I10).  Protected by the GIL. */
+static uintptr_t fresh_block;
 
 static inline void
 fresh_forget(void *ptr)
@@ -109,6 +109,12 @@ fresh_forget(void *ptr)
     if ((uintptr_t)ptr == fresh_block) {
         fresh_block = 0;
     }
+}
+
+void
+_PyTraceMalloc_ForgetFresh(void)
+{
+    fresh_block = 0;
 }
 
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
@@ -130,8 +136,8 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
             res = -1;
         }
         else {
-            res = store_add(domain, (uintptr_t)ptr, size, node, pooled,
-                            block);
+            res = store_add(domain, (uintptr_t)ptr, size, node,
+                            pooled && side, block);
             if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
                 && side) {
                 /* Only with the GIL: objects are made with it. */
@@ -215,10 +221,12 @@ trace_remove(void *ptr, int gil_held)
     PyThreadState *tstate;
     _PyTraceMalloc_Node node;
     size_t size;
-    fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
+    if (side) {
+        fresh_forget(ptr);
+    }
     if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                     &node, &size, gil_held, 1)) {
+                     &node, &size, store_where(gil_held, side), 1)) {
         remember_removed(ptr, node);
     }
     engine_leave(side);
@@ -250,12 +258,14 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     _PyTraceMalloc_Node old_node = 0;
     size_t old_size = 0;
     PyThreadState *tstate;
-    fresh_forget(ptr);
     int side = engine_enter(gil_held, &tstate);
+    if (side) {
+        fresh_forget(ptr);
+    }
     uint32_t generation = tm.generation;
     int had_trace = store_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
                                  (uintptr_t)ptr, &old_node, &old_size,
-                                 gil_held, 1);
+                                 store_where(gil_held, side), 1);
     if (had_trace) {
         remember_removed(ptr, old_node);
     }
@@ -273,9 +283,9 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
                the trace was cleared, or its node id means another path. */
             if (_PyTraceMalloc_TRACING()
                 && generation == tm.generation) {
-                (void)_PyTraceMalloc_StoreAdd_unlocked(
-                    _PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                    old_size, old_node);
+                (void)store_add(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                (uintptr_t)ptr, old_size, old_node,
+                                gil_held && side, 1);
             }
             engine_leave(side);
         }

@@ -179,6 +179,7 @@ _PyTraceMalloc_LockNoGIL(void)
     while (atomic_load(&tm.lock.gil_waiting)) {
         sched_yield();
     }
+    tm.lock.foreign_entries++;
     atomic_store_explicit(&_PyTraceMalloc_foreign, 1, memory_order_relaxed);
     tm_heavy_barrier();
     while (atomic_load_explicit(&_PyTraceMalloc_gil_busy,
@@ -194,12 +195,33 @@ _PyTraceMalloc_UnlockNoGIL(void)
     atomic_flag_clear_explicit(&tm.lock.foreign_lock, memory_order_release);
 }
 
+uint64_t
+_PyTraceMalloc_ForeignEntries(void)
+{
+    _PyTraceMalloc_LockNoGIL();
+    uint64_t n = --tm.lock.foreign_entries;     /* not this call's own */
+    _PyTraceMalloc_UnlockNoGIL();
+    return n;
+}
+
+/* The thread state this thread last made current (Python/pystate.c calls
+   _PyTraceMalloc_ThreadStateSwapped() wherever the current thread state
+   changes): whatever its interpreter, a subinterpreter's included, this
+   thread holds the GIL exactly while it is the current one. */
+static _Thread_local PyThreadState *tm_this_thread_tstate;
+
+void
+_PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate)
+{
+    tm_this_thread_tstate = tstate;
+}
+
 int
 _PyTraceMalloc_HoldsGIL(void)
 {
     /* Compares pointers only: the GIL holder's thread state is never
        dereferenced here. */
-    PyThreadState *mine = PyGILState_GetThisThreadState();
+    PyThreadState *mine = tm_this_thread_tstate;
     return mine != NULL && mine == _PyThreadState_GET();
 }
 
@@ -228,6 +250,10 @@ tm_atfork_child(void)
     atomic_store(&_PyTraceMalloc_gil_busy, 0);
     atomic_store(&tm.lock.gil_waiting, 0);
     atomic_flag_clear(&tm.lock.foreign_lock);
+    /* The child's thread is another thread: its frames' links name the
+       parent thread's root node (I12).  A new generation makes them link
+       again, under the child's own root (I4). */
+    generation_bump();
     /* membarrier registration is per process: register the child too. */
     _PyTraceMalloc_asymmetric = 0;
     tm_setup_barrier();

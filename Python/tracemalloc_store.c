@@ -135,6 +135,7 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm.store.current = 0;
     tm.store.peak = 0;
     tm.store.ntraces = 0;
+    tm.store.tracked_in_table = 0;
     tm.peak.pending = 0;
     _PyTraceMalloc_PoolSlotsClear();
 }
@@ -186,6 +187,22 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
     return 0;
 }
 
+Py_NO_INLINE static int store_remove_table(unsigned int domain,
+                                          uintptr_t ptr,
+                                          _PyTraceMalloc_Node *node,
+                                          size_t *size);
+
+/* A new trace of the pymalloc block PTR replaces a tracked trace of the
+   same address in the table (tm.store.tracked_in_table, I2). */
+Py_NO_INLINE static void
+store_drop_tracked(uintptr_t ptr)
+{
+    _PyTraceMalloc_Node node;
+    size_t size;
+    (void)store_remove_table(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node,
+                             &size);
+}
+
 /* Record a trace of PTR (replacing any): 0, or -1 when out of memory.  A
    pymalloc block costs a slot lookup and a few stores, anything else one
    table probe.  Inline for the hooks: the pool slot is the usual case, and
@@ -210,6 +227,9 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
             if (slot->node == 0) {
                 (*live)++;
                 tm.store.ntraces++;
+                if (tm.store.tracked_in_table) {
+                    store_drop_tracked(ptr);
+                }
             }
             else {
                 peak_before_decrease();
@@ -229,11 +249,29 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
     return store_add_table(domain, ptr, size, node);
 }
 
-int
-_PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
-                                 size_t size, _PyTraceMalloc_Node node)
+/* PyTraceMalloc_Track() of (DOMAIN, PTR), with the GIL for the default
+   domain.  A pool slot takes only the blocks the allocator handed out
+   (the hooks' traces), so that no free block and no pool that pymalloc
+   may empty, reuse or give back ever holds a trace: a tracked address
+   replaces the trace in its slot if the slot has one, and otherwise goes
+   to the table, where it stays until untracked or replaced. */
+static int
+store_track(unsigned int domain, uintptr_t ptr, size_t size,
+            _PyTraceMalloc_Node node)
 {
-    return store_add(domain, ptr, size, node, 1, 0);
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+        uint32_t *live;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+            (const void *)ptr, 0, NULL, &live, 0);
+        if (slot != NULL && slot->node != 0) {
+            return store_add(domain, ptr, size, node, 1, 0);
+        }
+    }
+    int res = store_add_table(domain, ptr, size, node);
+    if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        tm.store.tracked_in_table = 1;
+    }
+    return res;
 }
 
 /* The table's part of store_remove(). */
@@ -278,31 +316,58 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
     return 1;
 }
 
+/* Where a hook on GIL_HELD's domain, having entered on SIDE, looks for a
+   trace of the default domain (STORE_POOL_FIRST...). */
+static inline int
+store_where(int gil_held, int side)
+{
+    return gil_held ? STORE_POOL_FIRST
+                    : (side ? STORE_TABLE_FIRST : STORE_TABLE_ONLY);
+}
+
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
-   0 if PTR had none.  Inline for the hooks, as store_add().  POOLED is 0
-   when PTR is unlikely to lie in a pool (the raw domain's blocks come from
-   malloc()): the table is then looked at first.  BLOCK is 1 when PTR is a
-   block the allocator handed out (the free hooks). */
+   0 if PTR had none.  Inline for the hooks, as store_add().  WHERE says
+   where to look (STORE_POOL_FIRST...).  BLOCK is 1 when PTR is a block the
+   allocator handed out (the free hooks). */
 static inline int
 store_remove(unsigned int domain, uintptr_t ptr, _PyTraceMalloc_Node *node,
-             size_t *size, int pooled, int block)
+             size_t *size, int where, int block)
 {
     if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
         return store_remove_table(domain, ptr, node, size);
     }
-    if (pooled) {
+    switch (where) {
+    case STORE_POOL_FIRST:
         return (store_remove_slot(ptr, node, size, block)
                 || store_remove_table(domain, ptr, node, size));
+    case STORE_TABLE_FIRST:
+        return (store_remove_table(domain, ptr, node, size)
+                || store_remove_slot(ptr, node, size, block));
+    default:
+        return store_remove_table(domain, ptr, node, size);
     }
-    return (store_remove_table(domain, ptr, node, size)
-            || store_remove_slot(ptr, node, size, block));
 }
 
 int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
                                     _PyTraceMalloc_Node *node, size_t *size)
 {
-    return store_remove(domain, ptr, node, size, 1, 0);
+    return store_remove(domain, ptr, node, size, STORE_POOL_FIRST, 0);
+}
+
+/* The table's part of _PyTraceMalloc_StoreGet_unlocked(), which is all
+   a caller without the GIL may look at. */
+static int
+store_get_table(unsigned int domain, uintptr_t ptr,
+                _PyTraceMalloc_Node *node, size_t *size)
+{
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    *node = stored_node(e->node);
+    *size = e->size;
+    return 1;
 }
 
 int
@@ -319,13 +384,7 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
             return 1;
         }
     }
-    table_entry *e = table_find(domain, ptr);
-    if (e == NULL) {
-        return 0;
-    }
-    *node = stored_node(e->node);
-    *size = e->size;
-    return 1;
+    return store_get_table(domain, ptr, node, size);
 }
 
 /* Where the node of PTR's trace is kept (in stored form, see

@@ -101,12 +101,13 @@ string_index_grow(void)
         tm.tree.string_index ? (tm.tree.string_index_mask + 1) * 2 : 64);
 }
 
-/* The interned copy of FILENAME; NULL with *nomem set on failure, NULL
-   alone when FILENAME is not a ready str. */
+/* The interned copy of FILENAME (a str or a str subclass, like upstream);
+   NULL with *nomem set on failure, NULL alone when FILENAME is not a ready
+   str. */
 static const cct_string *
 string_intern(PyObject *filename, int *nomem)
 {
-    if (filename == NULL || !PyUnicode_CheckExact(filename)
+    if (filename == NULL || !PyUnicode_Check(filename)
         || !PyUnicode_IS_READY(filename)) {
         return NULL;
     }
@@ -279,8 +280,15 @@ thread_root(PyThreadState *tstate, int *nomem)
         && thread_root_cache.generation == tm.generation) {
         return thread_root_cache.node;
     }
-    /* Linux thread ids fit in an int (pid_max is at most 2**22). */
+    /* TSTATE is the calling thread's: ask the OS, not the thread state,
+       whose id is stale in a forked child until PyOS_AfterFork_Child()
+       updates it, after the child's first allocations.  Linux thread ids
+       fit in an int. */
+#ifdef PY_HAVE_THREAD_NATIVE_ID
+    int tid = (int)(PyThread_get_thread_native_id() & INT_MAX);
+#else
     int tid = (int)(tstate->native_thread_id & INT_MAX);
+#endif
     _PyTraceMalloc_Node node = node_intern(0, &thread_root_marker, tid,
                                            nomem);
     if (!*nomem) {

@@ -86,6 +86,12 @@ PyAPI_FUNC(void) _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr,
 PyAPI_FUNC(int) _PyTraceMalloc_SuspendThread(void);
 PyAPI_FUNC(int) _PyTraceMalloc_ResumeThread(void);
 
+/* Objects/object.c: PyObject_Init() and PyObject_InitVar(), which
+   CPython's own allocations never call, are initialising a block that an
+   extension allocated, maybe at another line: no skipped re-trace (GIL
+   held, tracing on). */
+PyAPI_FUNC(void) _PyTraceMalloc_ForgetFresh(void);
+
 /* Objects/codeobject.c: a code object dies; cached lines keyed by its
    address must not be reused. */
 extern void _PyTraceMalloc_CodeFreed(void *code);
@@ -276,6 +282,11 @@ extern atomic_int _PyTraceMalloc_gil_busy;
 extern atomic_int _PyTraceMalloc_foreign;
 PyAPI_DATA(int) _PyTraceMalloc_asymmetric;
 extern void _PyTraceMalloc_WaitForeign(void);
+/* Entries through the engine lock's side without the GIL so far (tests). */
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_ForeignEntries(void);
+/* Python/pystate.c: TSTATE (or NULL) is now the calling thread's current
+   thread state. */
+extern void _PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate);
 
 /* Enter the engine while holding the GIL.  When a caller without the GIL
    is inside, wait for it (out of line) with priority over the next one. */
