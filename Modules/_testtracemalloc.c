@@ -553,7 +553,219 @@ foreign_storm(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- helpers of test_tracemalloc_edgecases ---------------------------- */
+
+PyDoc_STRVAR(track_freed_pool_block_doc,
+"track_freed_pool_block($module, size, other_size, count, /)\n--\n\n"
+"Allocate COUNT blocks of SIZE bytes with PyObject_Malloc(), free one in\n"
+"the middle and PyTraceMalloc_Track() its address in domain 0 (a legal\n"
+"call on a block the allocator owns), then free the others, so that their\n"
+"pools empty, and allocate COUNT blocks of OTHER_SIZE (another size\n"
+"class), which reuses the emptied pools, and free them.  Returns the\n"
+"tracked address, and whether the allocator handed it out again meanwhile\n"
+"(the new block's trace then replaced the tracked one, and its free\n"
+"removed it); otherwise the trace must live until it is untracked.");
+
+static PyObject *
+track_freed_pool_block(PyObject *module, PyObject *args)
+{
+    Py_ssize_t size, other_size, count;
+    if (!PyArg_ParseTuple(args, "nnn:track_freed_pool_block", &size,
+                          &other_size, &count)) {
+        return NULL;
+    }
+    if (size <= 0 || other_size <= 0 || count < 3 || count > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "argument out of range");
+        return NULL;
+    }
+    void **blocks = PyMem_RawCalloc((size_t)count, sizeof(void *));
+    if (blocks == NULL) {
+        return PyErr_NoMemory();
+    }
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < count && !failed; i++) {
+        blocks[i] = PyObject_Malloc((size_t)size);
+        failed = blocks[i] == NULL;
+    }
+    uintptr_t tracked = 0;
+    if (!failed) {
+        Py_ssize_t mid = count / 2;
+        PyObject_Free(blocks[mid]);
+        tracked = (uintptr_t)blocks[mid];
+        blocks[mid] = NULL;
+        if (PyTraceMalloc_Track(0, tracked, 100) < 0) {
+            failed = 1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject_Free(blocks[i]);
+        blocks[i] = NULL;
+    }
+    int reused = 0;
+    for (Py_ssize_t i = 0; i < count && !failed; i++) {
+        blocks[i] = PyObject_Malloc((size_t)other_size);
+        failed = blocks[i] == NULL;
+        reused |= (uintptr_t)blocks[i] == tracked;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject_Free(blocks[i]);
+    }
+    PyMem_RawFree(blocks);
+    if (failed) {
+        return PyErr_NoMemory();
+    }
+    return Py_BuildValue("Ni", PyLong_FromVoidPtr((void *)tracked), reused);
+}
+
+/* An extension that allocates an object's block at one place and
+   initialises it at another, with nothing traced in between. */
+static PyObject *stashed_block;
+
+PyDoc_STRVAR(object_malloc_doc,
+"object_malloc($module, /)\n--\n\n"
+"PyObject_Malloc() the block of a plain object() and keep it; returns\n"
+"None, so that the call allocates nothing else.");
+
+static PyObject *
+object_malloc(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    if (stashed_block != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a block is already stashed");
+        return NULL;
+    }
+    stashed_block = PyObject_Malloc(PyBaseObject_Type.tp_basicsize);
+    if (stashed_block == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(object_init_doc,
+"object_init($module, /)\n--\n\n"
+"PyObject_Init() the block of object_malloc() as an object() instance and\n"
+"return it.");
+
+static PyObject *
+object_init(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *op = stashed_block;
+    if (op == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no block stashed");
+        return NULL;
+    }
+    stashed_block = NULL;
+    return PyObject_Init(op, &PyBaseObject_Type);
+}
+
+static void *reallocated_block;
+
+PyDoc_STRVAR(track_freed_then_reallocate_doc,
+"track_freed_then_reallocate($module, size, /)\n--\n\n"
+"PyObject_Malloc(SIZE), free it, PyTraceMalloc_Track(0, ...) its address\n"
+"for 100 bytes, then PyObject_Malloc(SIZE) until the allocator hands the\n"
+"address out again (pymalloc: at once) and keep that block; returns the\n"
+"address.  free_reallocated() frees it.");
+
+static PyObject *
+track_freed_then_reallocate(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size <= 0) {
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError,
+                                                      "bad size");
+    }
+    if (reallocated_block != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a block is already kept");
+        return NULL;
+    }
+    void *p = PyObject_Malloc((size_t)size);
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    PyObject_Free(p);
+    if (PyTraceMalloc_Track(0, (uintptr_t)p, 100) < 0) {
+        return PyErr_NoMemory();
+    }
+    void *q = PyObject_Malloc((size_t)size);
+    if (q != p) {
+        PyObject_Free(q);
+        (void)PyTraceMalloc_Untrack(0, (uintptr_t)p);
+        PyErr_SetString(PyExc_RuntimeError, "the address was not reused");
+        return NULL;
+    }
+    reallocated_block = q;
+    return PyLong_FromVoidPtr(q);
+}
+
+PyDoc_STRVAR(free_reallocated_doc,
+"free_reallocated($module, /)\n--\n\n"
+"Free the block kept by track_freed_then_reallocate().");
+
+static PyObject *
+free_reallocated(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    PyObject_Free(reallocated_block);
+    reallocated_block = NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(raw_malloc_with_gil_doc,
+"raw_malloc_with_gil($module, size, /)\n--\n\n"
+"PyMem_RawMalloc(SIZE) called with the GIL held; returns the address.");
+
+static PyObject *
+raw_malloc_with_gil(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size < 0) {
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError,
+                                                      "negative size");
+    }
+    void *p = PyMem_RawMalloc((size_t)size);
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    return PyLong_FromVoidPtr(p);
+}
+
+PyDoc_STRVAR(raw_free_with_gil_doc,
+"raw_free_with_gil($module, address, /)\n--\n\n"
+"PyMem_RawFree() of an address from raw_malloc_with_gil().");
+
+static PyObject *
+raw_free_with_gil(PyObject *module, PyObject *arg)
+{
+    void *p = PyLong_AsVoidPtr(arg);
+    if (p == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyMem_RawFree(p);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(foreign_entries_doc,
+"foreign_entries($module, /)\n--\n\n"
+"How many times the engine has been entered by a caller it found not to\n"
+"hold the GIL (the expensive side of the engine lock).");
+
+static PyObject *
+foreign_entries(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromUnsignedLongLong(_PyTraceMalloc_ForeignEntries());
+}
+
 static PyMethodDef methods[] = {
+    {"track_freed_pool_block", track_freed_pool_block, METH_VARARGS,
+     track_freed_pool_block_doc},
+    {"track_freed_then_reallocate", track_freed_then_reallocate, METH_O,
+     track_freed_then_reallocate_doc},
+    {"free_reallocated", free_reallocated, METH_NOARGS, free_reallocated_doc},
+    {"object_malloc", object_malloc, METH_NOARGS, object_malloc_doc},
+    {"object_init", object_init, METH_NOARGS, object_init_doc},
+    {"raw_malloc_with_gil", raw_malloc_with_gil, METH_O,
+     raw_malloc_with_gil_doc},
+    {"raw_free_with_gil", raw_free_with_gil, METH_O, raw_free_with_gil_doc},
+    {"foreign_entries", foreign_entries, METH_NOARGS, foreign_entries_doc},
     {"foreign_storm", foreign_storm, METH_VARARGS, foreign_storm_doc},
     {"alloc_op", alloc_op, METH_VARARGS, alloc_op_doc},
     {"free_all", free_all, METH_NOARGS, free_all_doc},

@@ -169,9 +169,10 @@ node_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
     return frames;
 }
 
-PyObject *
-_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
-                            _PyTraceMalloc_Node node)
+/* The frames tuple of NODE, read through VIEW, which the caller pinned;
+   the pin is released. */
+static PyObject *
+node_to_frames(_PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node)
 {
     exporter ex;
     PyObject *frames = NULL;
@@ -181,6 +182,19 @@ _PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
     }
     exporter_fini(&ex);
     return frames;
+}
+
+/* Upstream's C API (Include/tracemalloc.h): the frames tuple of where
+   PTR was allocated in DOMAIN, or None. */
+PyObject *
+_PyTraceMalloc_GetTraceback(unsigned int domain, uintptr_t ptr)
+{
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_CCTView view;
+    if (!_PyTraceMalloc_GetTraceNode(domain, ptr, &node, &view)) {
+        Py_RETURN_NONE;
+    }
+    return node_to_frames(&view, node);
 }
 
 /* One trace as the exports give it: (domain, size, frames, total_nframe),
@@ -497,8 +511,8 @@ done:
 
 /* Run BUILD (build_traces or build_columns, or their peak variants) on a
    copy of the engine's traces, untraced and with the garbage collector
-   paused: an export creates up to millions of tuples, and letting the
-   collector run on every few hundred of them made it 3 times slower. */
+   paused: an export creates up to millions of tuples, and the collector
+   would otherwise walk them again and again while they are made. */
 static PyObject *
 export(int peak, int threads, int as_columns)
 {
@@ -1163,7 +1177,8 @@ static PyObject *
 _tracemalloc__get_object_traceback(PyObject *module, PyObject *obj)
 /*[clinic end generated code: output=41ee0553a658b0aa input=6f717d8a322fca58]*/
 {
-    return _PyTraceMalloc_GetObjectTraceback(obj);
+    return _PyTraceMalloc_GetTraceback(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                       _PyTraceMalloc_ObjectBlock(obj));
 }
 
 /*[clinic input]
@@ -1225,11 +1240,7 @@ static PyObject *
 _tracemalloc_get_tracemalloc_memory_impl(PyObject *module)
 /*[clinic end generated code: output=e3f14e280a55f5aa input=70bb48cdc7fea44a]*/
 {
-    _PyTraceMalloc_Lock();
-    size_t size = _PyTraceMalloc_StoreMemory_unlocked()
-                  + _PyTraceMalloc_CCTMemory_unlocked();
-    _PyTraceMalloc_Unlock();
-    return PyLong_FromSize_t(size);
+    return PyLong_FromSize_t(_PyTraceMalloc_EngineMemory());
 }
 
 /*[clinic input]
@@ -1245,12 +1256,8 @@ static PyObject *
 _tracemalloc_get_traced_memory_impl(PyObject *module)
 /*[clinic end generated code: output=5b167189adb9e782 input=703d8fd71e67fbd2]*/
 {
-    size_t current = 0, peak = 0;
-    if (_Py_tracemalloc_config.tracing) {
-        _PyTraceMalloc_Lock();
-        _PyTraceMalloc_StoreTotals_unlocked(&current, &peak);
-        _PyTraceMalloc_Unlock();
-    }
+    size_t current, peak;
+    _PyTraceMalloc_GetTracedMemory(&current, &peak);
     return Py_BuildValue("nn", (Py_ssize_t)current, (Py_ssize_t)peak);
 }
 
@@ -1264,11 +1271,7 @@ static PyObject *
 _tracemalloc_reset_peak_impl(PyObject *module)
 /*[clinic end generated code: output=140c2870f691dbb2 input=c6c437823682cc3c]*/
 {
-    if (_Py_tracemalloc_config.tracing) {
-        _PyTraceMalloc_Lock();
-        _PyTraceMalloc_StoreResetPeak_unlocked();
-        _PyTraceMalloc_Unlock();
-    }
+    _PyTraceMalloc_ResetPeak();
     Py_RETURN_NONE;
 }
 

@@ -179,45 +179,18 @@ pool_traces_create(poolp pool, int *nomem)
     return pt;
 }
 
-/* The slot of P in the slot array PT of its pool. */
-static inline _PyTraceMalloc_Slot *
-pool_traces_slot(pool_traces *pt, poolp pool, const void *p, uint32_t **live)
-{
-    /* Under the debug hooks the caller's pointer is 2 words into the
-       block; the index still names the right block. */
-    uint32_t offset = (uint32_t)((const block *)p
-                                 - ((block *)pool + POOL_OVERHEAD));
-    uint32_t index = (uint32_t)(((uint64_t)offset * pt->reciprocal) >> 32);
-    assert(index == offset / INDEX2SIZE(pt->szidx));
-    /* Only the address a caller was given names the block: any other
-       address inside it (PyTraceMalloc_Track() of an interior pointer)
-       is a different key, kept in the table like upstream. */
-    uint32_t skew = offset - index * INDEX2SIZE(pt->szidx);
-    if (index >= pt->nslots || skew != _PyTraceMalloc_caller_skew) {
-        return NULL;
-    }
-    *live = &pt->live;
-    return &pt->slots[index];
-}
-
-/* Hot path: the slot of a block.  Cost on a pool-cache hit: two loads and
-   a compare, then a multiply.  Otherwise one radix-tree lookup (the same one
-   pymalloc's free does) and a registry check. */
+/* The pool cache missed (the caller, _PyTraceMalloc_PoolSlotCached(),
+   probed it): one radix-tree lookup (the same one pymalloc's free does)
+   and a registry check, then the pool goes into the cache. */
 _PyTraceMalloc_Slot *
 _PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
                         uint32_t **live)
 {
     poolp pool = POOL_ADDR(p);
-    size_t ci = pool_cache_index(pool);
-    pool_traces *pt = tm_pool_cache[ci].pt;
-    if (tm_pool_cache[ci].pool == pool && pt->szidx == pool->szidx) {
-        assert(pt != NULL);
-        return pool_traces_slot(pt, pool, p, live);
-    }
     if (!arena_map_is_used((block *)p)) {
         return NULL;
     }
-    pt = pool_traces_lookup(pool);
+    pool_traces *pt = pool_traces_lookup(pool);
     if (pt == NULL || pt->szidx != pool->szidx) {
         if (!create) {
             return NULL;
@@ -227,9 +200,11 @@ _PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
             return NULL;
         }
     }
+    size_t ci = pool_cache_index(pool);
     tm_pool_cache[ci].pool = pool;
     tm_pool_cache[ci].pt = pt;
-    return pool_traces_slot(pt, pool, p, live);
+    assert(pt->block_size == INDEX2SIZE(pt->szidx));
+    return _PyTraceMalloc_PoolTracesSlot(pt, (uintptr_t)pool, p, live, 1);
 }
 
 void

@@ -1,4 +1,4 @@
-/* The trace store of the tracing engine: live block -> {size, node}.
+/* The trace store: live block -> {size, node}.
  *
  * Two places hold traces:
  *  - pymalloc blocks of the default domain: the slot array of their pool
@@ -8,302 +8,12 @@
  *    (domain, pointer), records stored inline, linear probing with
  *    backward-shift deletion, so there are no tombstones and no per-trace
  *    allocation.
- * The running totals (current, peak) cover both.
- *
- * Everything here is protected by the engine lock, a spin lock that is never
- * held while calling back into Python or into a traced allocator, so it can
- * be taken from a raw-domain hook without the GIL.
+ * The running totals (current, peak) cover both (I2).  Every change of a
+ * trace goes through the peak accounting (I8).  Part of the engine's
+ * translation unit (see tracemalloc_engine.h).
  */
 
-#include "Python.h"
-#include "pycore_pystate.h"       // _PyThreadState_GET()
-#include "pycore_tracemalloc.h"
-
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <unistd.h>
-
-/* ---- the engine lock --------------------------------------------------- */
-
-/* The GIL holder (one thread at a time) is the engine's usual caller and
-   enters with plain stores: it raises `gil_busy`, then checks `foreign`.
-   A caller without the GIL serialises with other such callers through
-   `foreign_lock`, raises `foreign`, runs membarrier(2) so that every thread
-   has a full barrier (the GIL holder's store of `gil_busy` is visible, or it
-   will see `foreign`), then waits for `gil_busy` to drop.  If the GIL
-   holder sees `foreign` it backs off until it drops.  This is Dekker's
-   mutual exclusion with the fence moved to the rare side.  Without
-   membarrier(2) both sides use real fences. */
-atomic_int _PyTraceMalloc_gil_busy;
-atomic_int _PyTraceMalloc_foreign;
-int _PyTraceMalloc_asymmetric;
-static atomic_flag tm_foreign_lock = ATOMIC_FLAG_INIT;
-/* Raised by a GIL holder that found `foreign` up: the next caller without
-   the GIL waits until it has been in, so that a steady stream of such
-   callers (thread pools compressing, PyTraceMalloc_Track() from worker
-   threads) cannot starve the interpreter.  The GIL side waits for at most
-   one critical section of the other side. */
-static atomic_int tm_gil_waiting;
-
-/* PY_TRACEMALLOC_NO_MEMBARRIER builds both sides with real fences: for
-   ThreadSanitizer, which cannot see the barrier that membarrier(2) puts on
-   other threads, and would report the asymmetric protocol as a race. */
-#if defined(__linux__) && !defined(PY_TRACEMALLOC_NO_MEMBARRIER)
-#  include <sys/mman.h>
-#  include <sys/syscall.h>
-#  ifdef __NR_membarrier
-#    define TM_HAVE_MEMBARRIER 1
-     /* From <linux/membarrier.h>, which older systems lack. */
-#    define TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED (1 << 3)
-#    define TM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
-#  endif
-#endif
-
-static int tm_fail_barriers;    /* tests: barriers left to fail */
-
-static void
-tm_setup_barrier(void)
-{
-#ifdef TM_HAVE_MEMBARRIER
-    if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-                0, 0) == 0) {
-        _PyTraceMalloc_asymmetric = 1;
-    }
-#endif
-}
-
-#ifdef TM_HAVE_MEMBARRIER
-/* The fallback when membarrier(2) fails (the kernel documents ENOMEM):
-   changing the protection of a page that this thread has written forces
-   the kernel to shoot down that page's TLB entries on every CPU that runs
-   a thread of the process, with an interrupt that serialises each of
-   them: the same process-wide barrier, dearer.  (.NET's
-   FlushProcessWriteBuffers() uses this on systems without membarrier.)
-   Returns -1 if even that is not possible. */
-static int
-tm_page_barrier(void)
-{
-    static char *page;
-    long size = sysconf(_SC_PAGESIZE);
-    if (page == NULL) {
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            return -1;
-        }
-        page = p;
-    }
-    if (mprotect(page, size, PROT_READ | PROT_WRITE) != 0) {
-        return -1;
-    }
-    /* Dirty the page so that it is mapped, and its TLB entry present. */
-    *(volatile char *)page += 1;
-    if (mprotect(page, size, PROT_NONE) != 0) {
-        return -1;
-    }
-    return 0;
-}
-#endif
-
-/* Put a full barrier on every thread of the process (the GIL side fences
-   with a compiler barrier only).  Called with tm_foreign_lock held. */
-static void
-tm_heavy_barrier(void)
-{
-#ifdef TM_HAVE_MEMBARRIER
-    if (_PyTraceMalloc_asymmetric) {
-        int failed = 1;
-        if (tm_fail_barriers > 0) {
-            tm_fail_barriers--;
-        }
-        else if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                         0, 0) == 0) {
-            failed = 0;
-        }
-        if (!failed) {
-            return;
-        }
-        /* From now on the GIL side uses real fences.  A GIL holder that
-           entered with a compiler barrier before it sees this needs the
-           process-wide barrier once more. */
-        _PyTraceMalloc_asymmetric = 0;
-        atomic_thread_fence(memory_order_seq_cst);
-        if (tm_page_barrier() == 0) {
-            return;
-        }
-        /* No barrier at all: the GIL side might be inside without us
-           seeing it.  It takes the GIL side a handful of instructions to
-           leave or to see `foreign`; a GIL holder inside the engine never
-           blocks.  Yielding a few times lets it leave, and from its next
-           entry on it fences for real. */
-        for (int i = 0; i < 64; i++) {
-            sched_yield();
-        }
-    }
-#endif
-    atomic_thread_fence(memory_order_seq_cst);
-}
-
-int
-_PyTraceMalloc_FailBarrier(int n)
-{
-    while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
-                                             memory_order_acquire)) {
-        sched_yield();
-    }
-    tm_fail_barriers = n;
-    atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
-#ifdef TM_HAVE_MEMBARRIER
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-/* Slow path of _PyTraceMalloc_Lock(): `foreign` was up.  Wait for it to
-   drop, with tm_gil_waiting raised so that no new caller without the GIL
-   gets in first, then enter with a real fence. */
-void
-_PyTraceMalloc_WaitForeign(void)
-{
-    atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0, memory_order_release);
-    atomic_store(&tm_gil_waiting, 1);
-    for (;;) {
-        while (atomic_load_explicit(&_PyTraceMalloc_foreign,
-                                    memory_order_acquire)) {
-            sched_yield();
-        }
-        atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1,
-                              memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
-        if (!atomic_load_explicit(&_PyTraceMalloc_foreign,
-                                  memory_order_acquire)) {
-            break;
-        }
-        atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0,
-                              memory_order_release);
-    }
-    atomic_store(&tm_gil_waiting, 0);
-}
-
-void
-_PyTraceMalloc_LockNoGIL(void)
-{
-    while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
-                                             memory_order_acquire)) {
-        sched_yield();
-    }
-    /* Let a waiting GIL holder in first (bounded: it leaves at once). */
-    while (atomic_load(&tm_gil_waiting)) {
-        sched_yield();
-    }
-    atomic_store_explicit(&_PyTraceMalloc_foreign, 1, memory_order_relaxed);
-    tm_heavy_barrier();
-    while (atomic_load_explicit(&_PyTraceMalloc_gil_busy,
-                                memory_order_acquire)) {
-        sched_yield();
-    }
-}
-
-void
-_PyTraceMalloc_UnlockNoGIL(void)
-{
-    atomic_store_explicit(&_PyTraceMalloc_foreign, 0, memory_order_release);
-    atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
-}
-
-int
-_PyTraceMalloc_HoldsGIL(void)
-{
-    /* Compares pointers only: the GIL holder's thread state is never
-       dereferenced here. */
-    PyThreadState *mine = PyGILState_GetThisThreadState();
-    return mine != NULL && mine == _PyThreadState_GET();
-}
-
-/* fork(): no caller without the GIL may be inside while the process is
-   copied; the child starts with the engine free.  The forking thread holds
-   the GIL and is not inside the engine itself. */
-static void
-tm_atfork_prepare(void)
-{
-    while (atomic_flag_test_and_set_explicit(&tm_foreign_lock,
-                                             memory_order_acquire)) {
-        sched_yield();
-    }
-}
-
-static void
-tm_atfork_parent(void)
-{
-    atomic_flag_clear_explicit(&tm_foreign_lock, memory_order_release);
-}
-
-static void
-tm_atfork_child(void)
-{
-    atomic_store(&_PyTraceMalloc_foreign, 0);
-    atomic_store(&_PyTraceMalloc_gil_busy, 0);
-    atomic_store(&tm_gil_waiting, 0);
-    atomic_flag_clear(&tm_foreign_lock);
-    /* membarrier registration is per process: register the child too. */
-    _PyTraceMalloc_asymmetric = 0;
-    tm_setup_barrier();
-}
-
-/* ---- the engine's own memory -------------------------------------------- */
-
-/* Protected by the lock (tests only) */
-static int tm_fail_countdown;
-static size_t tm_fail_min_size;
-
-int
-_PyTraceMalloc_FailBookkeeping(int n, size_t min_size)
-{
-    _PyTraceMalloc_Lock();
-    int left = tm_fail_countdown;
-    tm_fail_countdown = n;
-    tm_fail_min_size = min_size;
-    _PyTraceMalloc_Unlock();
-    return left;
-}
-
-void *
-_PyTraceMalloc_RawAlloc(size_t size, int zero)
-{
-    if (tm_fail_countdown > 0 && size >= tm_fail_min_size) {
-        tm_fail_countdown--;
-        return NULL;
-    }
-    return zero ? calloc(1, size) : malloc(size);
-}
-
 /* ---- the table ---------------------------------------------------------- */
-
-typedef struct {
-    uintptr_t ptr;              /* 0: empty entry */
-    unsigned int domain;
-    _PyTraceMalloc_Node node;
-    size_t size;
-} table_entry;
-
-static struct {
-    /* Protected by the lock */
-    table_entry *entries;
-    size_t mask;                /* capacity - 1; capacity is a power of 2 */
-    size_t used;
-    /* Totals over the table and the pool slots */
-    size_t current;
-    size_t peak;
-    size_t ntraces;
-    /* The live traces are the peak now (set when `current` passes `peak`):
-       the peak's per-node totals must be kept before the next decrease. */
-    int peak_pending;
-    int atfork_registered;
-} tm_store;
-
-#define TABLE_MIN_CAPACITY 1024
 
 static inline size_t
 table_hash(unsigned int domain, uintptr_t ptr)
@@ -319,20 +29,20 @@ table_hash(unsigned int domain, uintptr_t ptr)
 static inline table_entry *
 table_probe(unsigned int domain, uintptr_t ptr)
 {
-    size_t i = table_hash(domain, ptr) & tm_store.mask;
+    size_t i = table_hash(domain, ptr) & tm.store.mask;
     for (;;) {
-        table_entry *e = &tm_store.entries[i];
+        table_entry *e = &tm.store.entries[i];
         if (e->ptr == 0 || (e->ptr == ptr && e->domain == domain)) {
             return e;
         }
-        i = (i + 1) & tm_store.mask;
+        i = (i + 1) & tm.store.mask;
     }
 }
 
 static table_entry *
 table_find(unsigned int domain, uintptr_t ptr)
 {
-    if (tm_store.entries == NULL) {
+    if (tm.store.entries == NULL) {
         return NULL;
     }
     table_entry *e = table_probe(domain, ptr);
@@ -360,7 +70,7 @@ table_place(table_entry *entries, size_t mask, const table_entry *src)
 Py_NO_INLINE static int
 table_grow(void)
 {
-    size_t old_capacity = tm_store.entries ? tm_store.mask + 1 : 0;
+    size_t old_capacity = tm.store.entries ? tm.store.mask + 1 : 0;
     size_t capacity = old_capacity ? old_capacity * 2 : TABLE_MIN_CAPACITY;
     table_entry *entries = _PyTraceMalloc_RawAlloc(
         capacity * sizeof(table_entry), 1);
@@ -368,13 +78,13 @@ table_grow(void)
         return -1;
     }
     for (size_t i = 0; i < old_capacity; i++) {
-        if (tm_store.entries[i].ptr != 0) {
-            table_place(entries, capacity - 1, &tm_store.entries[i]);
+        if (tm.store.entries[i].ptr != 0) {
+            table_place(entries, capacity - 1, &tm.store.entries[i]);
         }
     }
-    free(tm_store.entries);
-    tm_store.entries = entries;
-    tm_store.mask = capacity - 1;
+    free(tm.store.entries);
+    tm.store.entries = entries;
+    tm.store.mask = capacity - 1;
     return 0;
 }
 
@@ -383,82 +93,51 @@ table_grow(void)
 static void
 table_delete(table_entry *e)
 {
-    size_t mask = tm_store.mask;
-    size_t hole = (size_t)(e - tm_store.entries);
+    size_t mask = tm.store.mask;
+    size_t hole = (size_t)(e - tm.store.entries);
     size_t i = hole;
     for (;;) {
         i = (i + 1) & mask;
-        table_entry *next = &tm_store.entries[i];
+        table_entry *next = &tm.store.entries[i];
         if (next->ptr == 0) {
             break;
         }
         size_t home = table_hash(next->domain, next->ptr) & mask;
         /* NEXT may move into the hole if its home is not in (hole, i]. */
         if (((i - home) & mask) >= ((i - hole) & mask)) {
-            tm_store.entries[hole] = *next;
+            tm.store.entries[hole] = *next;
             hole = i;
         }
     }
-    tm_store.entries[hole].ptr = 0;
-    tm_store.used--;
+    tm.store.entries[hole].ptr = 0;
+    tm.store.used--;
 }
-
-/* Peak bookkeeping of the call-context tree (tracemalloc_cct.c, in this
-   translation unit): per-node totals now and at the peak. */
-static inline int cct_account_add(unsigned int domain,
-                                  _PyTraceMalloc_Node node, size_t size);
-static inline void cct_account_remove(unsigned int domain,
-                                      _PyTraceMalloc_Node node, size_t size);
-static inline void cct_peak_before_decrease(void);
-static inline void cct_account_move(_PyTraceMalloc_Node from,
-                                    _PyTraceMalloc_Node to, size_t size);
 
 static inline void
 totals_add(size_t size)
 {
-    tm_store.current += size;
-    if (tm_store.current > tm_store.peak) {
-        tm_store.peak = tm_store.current;
-        tm_store.peak_pending = 1;
+    tm.store.current += size;
+    if (tm.store.current > tm.store.peak) {
+        tm.store.peak = tm.store.current;
+        tm.peak.pending = 1;
     }
 }
 
 /* ---- the store API ------------------------------------------------------ */
 
-int
-_PyTraceMalloc_StoreInit(void)
-{
-    if (!tm_store.atfork_registered) {
-        if (pthread_atfork(tm_atfork_prepare, tm_atfork_parent,
-                           tm_atfork_child) != 0) {
-            return -1;
-        }
-        tm_store.atfork_registered = 1;
-        tm_setup_barrier();
-    }
-    return 0;
-}
-
 void
 _PyTraceMalloc_StoreClear_unlocked(void)
 {
-    free(tm_store.entries);
-    tm_store.entries = NULL;
-    tm_store.mask = 0;
-    tm_store.used = 0;
-    tm_store.current = 0;
-    tm_store.peak = 0;
-    tm_store.ntraces = 0;
-    tm_store.peak_pending = 0;
+    free(tm.store.entries);
+    tm.store.entries = NULL;
+    tm.store.mask = 0;
+    tm.store.used = 0;
+    tm.store.current = 0;
+    tm.store.peak = 0;
+    tm.store.ntraces = 0;
+    tm.store.tracked_in_table = 0;
+    tm.peak.pending = 0;
     _PyTraceMalloc_PoolSlotsClear();
-}
-
-/* Traces keep the node 0 (no frame) as UINT32_MAX, which no real node
-   reaches, so that 0 can mark an empty pool slot. */
-static inline _PyTraceMalloc_Node
-slot_node(const _PyTraceMalloc_Slot *slot)
-{
-    return slot->node == UINT32_MAX ? 0 : slot->node;
 }
 
 /* The table's part of store_add(): blocks outside pymalloc's pools, and
@@ -471,53 +150,69 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
     if (ptr == 0) {
         return -1;      /* 0 marks empty entries: never traced */
     }
-    if (tm_store.entries == NULL && table_grow() < 0) {
+    if (tm.store.entries == NULL && table_grow() < 0) {
         return -1;
     }
     table_entry *e = table_probe(domain, ptr);
     if (e->ptr != 0) {
-        _PyTraceMalloc_Node old = e->node == UINT32_MAX ? 0 : e->node;
-        cct_peak_before_decrease();
-        cct_account_remove(domain, old, e->size);
-        if (cct_account_add(domain, node, size) < 0) {
+        _PyTraceMalloc_Node old = stored_node(e->node);
+        peak_before_decrease();
+        peak_account_remove(domain, old, e->size);
+        if (peak_account_add(domain, node, size) < 0) {
             /* Its totals exist: putting the old trace back cannot fail. */
-            (void)cct_account_add(domain, old, e->size);
+            (void)peak_account_add(domain, old, e->size);
             return -1;
         }
-        tm_store.current -= e->size;
+        tm.store.current -= e->size;
     }
     else {
-        if ((tm_store.used + 1) * 4 > (tm_store.mask + 1) * 3) {
+        if ((tm.store.used + 1) * 4 > (tm.store.mask + 1) * 3) {
             if (table_grow() < 0) {
                 return -1;
             }
-            e = table_empty_entry(tm_store.entries, tm_store.mask, domain,
+            e = table_empty_entry(tm.store.entries, tm.store.mask, domain,
                                   ptr);
         }
-        if (cct_account_add(domain, node, size) < 0) {
+        if (peak_account_add(domain, node, size) < 0) {
             return -1;
         }
         e->ptr = ptr;
         e->domain = domain;
-        tm_store.used++;
-        tm_store.ntraces++;
+        tm.store.used++;
+        tm.store.ntraces++;
     }
-    e->node = node ? node : UINT32_MAX;
+    e->node = node_to_stored(node);
     e->size = size;
     totals_add(size);
     return 0;
 }
 
+Py_NO_INLINE static int store_remove_table(unsigned int domain,
+                                          uintptr_t ptr,
+                                          _PyTraceMalloc_Node *node,
+                                          size_t *size);
+
+/* A new trace of the pymalloc block PTR replaces a tracked trace of the
+   same address in the table (tm.store.tracked_in_table, I2). */
+Py_NO_INLINE static void
+store_drop_tracked(uintptr_t ptr)
+{
+    _PyTraceMalloc_Node node;
+    size_t size;
+    (void)store_remove_table(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node,
+                             &size);
+}
+
 /* Record a trace of PTR (replacing any): 0, or -1 when out of memory.  A
    pymalloc block costs a slot lookup and a few stores, anything else one
    table probe.  Inline for the hooks: the pool slot is the usual case, and
-   a call's register saves were a fifth of its cost.  POOLED is 0 when PTR
-   is known to lie outside pymalloc's pools (a block just returned for a
-   request too large for them, or by the raw domain's allocator): the table
-   then takes the trace without a pool lookup.  Every lookup of an existing
-   trace checks both places, so a wrong 0 costs nothing but the lookup it
-   skipped.  BLOCK is 1 when PTR is a block the allocator just returned
-   (see _PyTraceMalloc_PoolSlotCached()). */
+   a call's register saves would cost more than the slot work.  POOLED is
+   0 when PTR is known to lie outside pymalloc's pools (a block just
+   returned for a request too large for them, or by the raw domain's
+   allocator): the table then takes the trace without a pool lookup.
+   Every lookup of an existing trace checks both places, so a wrong 0
+   costs nothing but the lookup it skipped.  BLOCK is 1 when PTR is a
+   block the allocator just returned (see _PyTraceMalloc_PoolSlotCached()). */
 static inline int
 store_add(unsigned int domain, uintptr_t ptr, size_t size,
           _PyTraceMalloc_Node node, int pooled, int block)
@@ -531,18 +226,19 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
         if (slot != NULL) {
             if (slot->node == 0) {
                 (*live)++;
-                tm_store.ntraces++;
+                tm.store.ntraces++;
+                if (tm.store.tracked_in_table) {
+                    store_drop_tracked(ptr);
+                }
             }
             else {
-                cct_peak_before_decrease();
-                cct_account_remove(domain, slot_node(slot), slot->size);
-                tm_store.current -= slot->size;
+                peak_before_decrease();
+                peak_account_remove(domain, stored_node(slot->node), slot->size);
+                tm.store.current -= slot->size;
             }
-            /* The node 0 (no frame) must still mark a used slot: store
-               it as UINT32_MAX, which no real node reaches. */
-            slot->node = node ? node : UINT32_MAX;
+            slot->node = node_to_stored(node);
             slot->size = (uint32_t)size;
-            (void)cct_account_add(domain, node, size);  /* cannot fail */
+            (void)peak_account_add(domain, node, size);  /* cannot fail */
             totals_add(size);
             return 0;
         }
@@ -553,11 +249,29 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
     return store_add_table(domain, ptr, size, node);
 }
 
-int
-_PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
-                                 size_t size, _PyTraceMalloc_Node node)
+/* PyTraceMalloc_Track() of (DOMAIN, PTR), with the GIL for the default
+   domain.  A pool slot takes only the blocks the allocator handed out
+   (the hooks' traces), so that no free block and no pool that pymalloc
+   may empty, reuse or give back ever holds a trace: a tracked address
+   replaces the trace in its slot if the slot has one, and otherwise goes
+   to the table, where it stays until untracked or replaced. */
+static int
+store_track(unsigned int domain, uintptr_t ptr, size_t size,
+            _PyTraceMalloc_Node node)
 {
-    return store_add(domain, ptr, size, node, 1, 0);
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+        uint32_t *live;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+            (const void *)ptr, 0, NULL, &live, 0);
+        if (slot != NULL && slot->node != 0) {
+            return store_add(domain, ptr, size, node, 1, 0);
+        }
+    }
+    int res = store_add_table(domain, ptr, size, node);
+    if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        tm.store.tracked_in_table = 1;
+    }
+    return res;
 }
 
 /* The table's part of store_remove(). */
@@ -569,12 +283,12 @@ store_remove_table(unsigned int domain, uintptr_t ptr,
     if (e == NULL) {
         return 0;
     }
-    *node = e->node == UINT32_MAX ? 0 : e->node;
+    *node = stored_node(e->node);
     *size = e->size;
-    cct_peak_before_decrease();
-    cct_account_remove(domain, *node, *size);
-    tm_store.current -= e->size;
-    tm_store.ntraces--;
+    peak_before_decrease();
+    peak_account_remove(domain, *node, *size);
+    tm.store.current -= e->size;
+    tm.store.ntraces--;
     table_delete(e);
     return 1;
 }
@@ -590,43 +304,70 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
     if (slot == NULL || slot->node == 0) {
         return 0;
     }
-    *node = slot_node(slot);
+    *node = stored_node(slot->node);
     *size = slot->size;
-    cct_peak_before_decrease();
-    cct_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, *node, *size);
-    tm_store.current -= slot->size;
-    tm_store.ntraces--;
+    peak_before_decrease();
+    peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, *node, *size);
+    tm.store.current -= slot->size;
+    tm.store.ntraces--;
     slot->node = 0;
     slot->size = 0;
     (*live)--;
     return 1;
 }
 
+/* Where a hook on GIL_HELD's domain, having entered on SIDE, looks for a
+   trace of the default domain (STORE_POOL_FIRST...). */
+static inline int
+store_where(int gil_held, int side)
+{
+    return gil_held ? STORE_POOL_FIRST
+                    : (side ? STORE_TABLE_FIRST : STORE_TABLE_ONLY);
+}
+
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),
-   0 if PTR had none.  Inline for the hooks, as store_add().  POOLED is 0
-   when PTR is unlikely to lie in a pool (the raw domain's blocks come from
-   malloc()): the table is then looked at first.  BLOCK is 1 when PTR is a
-   block the allocator handed out (the free hooks). */
+   0 if PTR had none.  Inline for the hooks, as store_add().  WHERE says
+   where to look (STORE_POOL_FIRST...).  BLOCK is 1 when PTR is a block the
+   allocator handed out (the free hooks). */
 static inline int
 store_remove(unsigned int domain, uintptr_t ptr, _PyTraceMalloc_Node *node,
-             size_t *size, int pooled, int block)
+             size_t *size, int where, int block)
 {
     if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
         return store_remove_table(domain, ptr, node, size);
     }
-    if (pooled) {
+    switch (where) {
+    case STORE_POOL_FIRST:
         return (store_remove_slot(ptr, node, size, block)
                 || store_remove_table(domain, ptr, node, size));
+    case STORE_TABLE_FIRST:
+        return (store_remove_table(domain, ptr, node, size)
+                || store_remove_slot(ptr, node, size, block));
+    default:
+        return store_remove_table(domain, ptr, node, size);
     }
-    return (store_remove_table(domain, ptr, node, size)
-            || store_remove_slot(ptr, node, size, block));
 }
 
 int
 _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain, uintptr_t ptr,
                                     _PyTraceMalloc_Node *node, size_t *size)
 {
-    return store_remove(domain, ptr, node, size, 1, 0);
+    return store_remove(domain, ptr, node, size, STORE_POOL_FIRST, 0);
+}
+
+/* The table's part of _PyTraceMalloc_StoreGet_unlocked(), which is all
+   a caller without the GIL may look at. */
+static int
+store_get_table(unsigned int domain, uintptr_t ptr,
+                _PyTraceMalloc_Node *node, size_t *size)
+{
+    table_entry *e = table_find(domain, ptr);
+    if (e == NULL) {
+        return 0;
+    }
+    *node = stored_node(e->node);
+    *size = e->size;
+    return 1;
 }
 
 int
@@ -638,26 +379,32 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live, 0);
         if (slot != NULL && slot->node != 0) {
-            *node = slot_node(slot);
+            *node = stored_node(slot->node);
             *size = slot->size;
             return 1;
         }
     }
-    table_entry *e = table_find(domain, ptr);
-    if (e == NULL) {
-        return 0;
-    }
-    *node = e->node == UINT32_MAX ? 0 : e->node;
-    *size = e->size;
-    return 1;
+    return store_get_table(domain, ptr, node, size);
 }
 
-/* Where the node of PTR's trace is stored in the table, or NULL if it has
-   no trace there.  Store the node with _PyTraceMalloc_StoreWriteNode(). */
-uint32_t *
-_PyTraceMalloc_StoreTableNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
-                                          size_t *size)
+/* Where the node of PTR's trace is kept (in stored form, see
+   stored_node()) and its size, or NULL if it has no trace.  Inline for the
+   re-trace of free-list objects: the pool slot is the usual case. */
+static inline uint32_t *
+store_node_ref(unsigned int domain, uintptr_t ptr, size_t *size)
 {
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        uint32_t *live;
+        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
+            (const void *)ptr, 0, NULL, &live, 0);
+        if (slot != NULL) {
+            if (slot->node == 0) {
+                return NULL;
+            }
+            *size = slot->size;
+            return &slot->node;
+        }
+    }
     table_entry *e = table_find(domain, ptr);
     if (e == NULL) {
         return NULL;
@@ -666,13 +413,23 @@ _PyTraceMalloc_StoreTableNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
     return &e->node;
 }
 
-void
-_PyTraceMalloc_StoreMove_unlocked(uint32_t *ref, size_t size,
-                                  _PyTraceMalloc_Node node)
+/* Move the trace at *REF, of SIZE, from its node to NODE. */
+static inline void
+store_move(uint32_t *ref, size_t size, _PyTraceMalloc_Node node)
 {
-    _PyTraceMalloc_Node old = *ref == UINT32_MAX ? 0 : *ref;
-    cct_account_move(old, node, size);
-    _PyTraceMalloc_StoreWriteNode(ref, node);
+    peak_account_move(stored_node(*ref), node, size);
+    *ref = node_to_stored(node);
+}
+
+/* Re-trace a reused free-list object of the default domain at NODE.
+   Nothing to do when it already names it (a loop reusing the same object
+   on the same line). */
+static inline void
+store_retrace(uint32_t *ref, size_t size, _PyTraceMalloc_Node node)
+{
+    if (*ref != node_to_stored(node)) {
+        store_move(ref, size, node);
+    }
 }
 
 typedef struct {
@@ -694,10 +451,10 @@ _PyTraceMalloc_StoreForEachNode_unlocked(
 {
     node_visit_state st = {visit, arg};
     (void)_PyTraceMalloc_PoolSlotsForEach(visit_slot_node, &st);
-    if (tm_store.entries != NULL) {
-        for (size_t i = 0; i <= tm_store.mask; i++) {
-            if (tm_store.entries[i].ptr != 0) {
-                visit(&tm_store.entries[i].node, arg);
+    if (tm.store.entries != NULL) {
+        for (size_t i = 0; i <= tm.store.mask; i++) {
+            if (tm.store.entries[i].ptr != 0) {
+                visit(&tm.store.entries[i].node, arg);
             }
         }
     }
@@ -706,22 +463,22 @@ _PyTraceMalloc_StoreForEachNode_unlocked(
 void
 _PyTraceMalloc_StoreTotals_unlocked(size_t *current, size_t *peak)
 {
-    *current = tm_store.current;
-    *peak = tm_store.peak;
+    *current = tm.store.current;
+    *peak = tm.store.peak;
 }
 
 void
 _PyTraceMalloc_StoreResetPeak_unlocked(void)
 {
-    tm_store.peak = tm_store.current;
-    tm_store.peak_pending = 1;      /* the live traces are the peak now */
+    tm.store.peak = tm.store.current;
+    tm.peak.pending = 1;      /* the live traces are the peak now */
 }
 
 size_t
 _PyTraceMalloc_StoreMemory_unlocked(void)
 {
-    size_t table = tm_store.entries
-                   ? (tm_store.mask + 1) * sizeof(table_entry) : 0;
+    size_t table = tm.store.entries
+                   ? (tm.store.mask + 1) * sizeof(table_entry) : 0;
     return table + _PyTraceMalloc_PoolSlotsMemory();
 }
 
@@ -742,7 +499,7 @@ copy_slot(_PyTraceMalloc_Slot *slot, void *arg)
     }
     _PyTraceMalloc_TraceCopy *t = &st->out[st->n++];
     t->domain = _PyTraceMalloc_DEFAULT_DOMAIN;
-    t->node = slot_node(slot);
+    t->node = stored_node(slot->node);
     t->size = slot->size;
     return 0;
 }
@@ -752,7 +509,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
                          _PyTraceMalloc_CCTView *view)
 {
     _PyTraceMalloc_Lock();
-    copy_state st = {NULL, 0, tm_store.ntraces};
+    copy_state st = {NULL, 0, tm.store.ntraces};
     /* malloc(), not a traced API: the lock is held. */
     st.out = malloc((st.cap ? st.cap : 1) * sizeof(*st.out));
     if (st.out == NULL) {
@@ -761,9 +518,9 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
     }
     _PyTraceMalloc_CCTPin_unlocked(view);
     int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot, &st);
-    if (res == 0 && tm_store.entries != NULL) {
-        for (size_t i = 0; i <= tm_store.mask; i++) {
-            table_entry *e = &tm_store.entries[i];
+    if (res == 0 && tm.store.entries != NULL) {
+        for (size_t i = 0; i <= tm.store.mask; i++) {
+            table_entry *e = &tm.store.entries[i];
             if (e->ptr == 0) {
                 continue;
             }
@@ -773,7 +530,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
             }
             _PyTraceMalloc_TraceCopy *t = &st.out[st.n++];
             t->domain = e->domain;
-            t->node = e->node == UINT32_MAX ? 0 : e->node;
+            t->node = stored_node(e->node);
             t->size = e->size;
         }
     }
@@ -797,9 +554,9 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
     int64_t slot_count = _PyTraceMalloc_PoolSlotsCheck(&slot_size, &reason);
     uint64_t table_size = 0, table_count = 0;
     uint32_t nnodes = _PyTraceMalloc_NodeCount();
-    if (slot_count >= 0 && tm_store.entries != NULL) {
-        for (size_t i = 0; i <= tm_store.mask; i++) {
-            table_entry *e = &tm_store.entries[i];
+    if (slot_count >= 0 && tm.store.entries != NULL) {
+        for (size_t i = 0; i <= tm.store.mask; i++) {
+            table_entry *e = &tm.store.entries[i];
             if (e->ptr == 0) {
                 continue;
             }
@@ -814,11 +571,11 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
                 break;
             }
         }
-        if (reason == NULL && table_count != tm_store.used) {
+        if (reason == NULL && table_count != tm.store.used) {
             reason = "the table's entry count is wrong";
         }
     }
-    size_t current = tm_store.current, count = tm_store.ntraces;
+    size_t current = tm.store.current, count = tm.store.ntraces;
     _PyTraceMalloc_Unlock();
     if (reason == NULL && slot_count >= 0) {
         if ((uint64_t)slot_count + table_count != count) {

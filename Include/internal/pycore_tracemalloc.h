@@ -12,20 +12,19 @@ extern "C" {
  *
  *  file                              concern
  *  --------------------------------  -----------------------------------------
- *  Objects/obmalloc.c (patch)        hooks at the allocator API entry points
+ *  Objects/obmalloc.c (patch)        calls to the hooks at the allocator API
+ *                                    entry points
  *  Objects/obmalloc_tracemalloc.h    trace slots of pymalloc pools (included
  *                                    into obmalloc.c: it needs pool internals)
- *  Python/tracemalloc_store.c        trace store: pool slots + one table for
- *                                    everything else, totals, the engine lock
- *  Python/tracemalloc_cct.c          call-context tree: interned tracebacks,
- *                                    the per-frame cache of the caller's node
- *  Modules/_tracemalloc.c            start/stop, the C API, the _tracemalloc
- *                                    module (export to Python)
+ *  Python/tracemalloc*.c             the engine, one translation unit: its
+ *                                    files are listed in
+ *                                    Python/tracemalloc_engine.h
+ *  Modules/_tracemalloc.c            the _tracemalloc module: the only place
+ *                                    that builds Python objects from traces
  *
- * Only the mem and obj domains reach pymalloc, always with the GIL held; the
- * raw domain and PyTraceMalloc_Track() may run without it.  Every structure
- * below is protected by the engine lock (_PyTraceMalloc_Lock()).  The engine
- * never allocates through a traced API: its memory comes from malloc().
+ * Python/ exports C data (nodes read as filename/lineno pairs, trace
+ * columns); it never calls into Modules/.  The engine's invariants are in
+ * Doc/internals/tracemalloc-engine.rst, section "Invariants" (I1, I2...).
  */
 
 #include <stdint.h>
@@ -87,6 +86,12 @@ PyAPI_FUNC(void) _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr,
 PyAPI_FUNC(int) _PyTraceMalloc_SuspendThread(void);
 PyAPI_FUNC(int) _PyTraceMalloc_ResumeThread(void);
 
+/* Objects/object.c: PyObject_Init() and PyObject_InitVar(), which
+   CPython's own allocations never call, are initialising a block that an
+   extension allocated, maybe at another line: no skipped re-trace (GIL
+   held, tracing on). */
+PyAPI_FUNC(void) _PyTraceMalloc_ForgetFresh(void);
+
 /* Objects/codeobject.c: a code object dies; cached lines keyed by its
    address must not be reused. */
 extern void _PyTraceMalloc_CodeFreed(void *code);
@@ -132,9 +137,37 @@ PyAPI_DATA(uint32_t) _PyTraceMalloc_blocks_exact;
 /* Called by PyMem_SetAllocator(): a user's allocator may be coming. */
 extern void _PyTraceMalloc_AllocatorChanged(int domain);
 
-/* The slot of P when P lies in a pymalloc pool, else NULL.  With CREATE,
-   the pool's slot array is made on demand; *NOMEM is set if that fails.
-   *LIVE is the pool's count of used slots, for the caller to keep. */
+/* The slot of P in PT, the slot array of P's pool POOL (an address):
+   its block's index from P's offset in the pool, by a multiplication.
+   With CHECK, only the address a caller was given names the block (the
+   block's start plus the caller skew): any other address inside it, or
+   beyond the pool's last block, gives NULL and is kept in the table, as
+   upstream keys traces by exact address.  The one copy of this
+   arithmetic: the store's fast path below and obmalloc's slow path
+   (_PyTraceMalloc_PoolSlot()) both use it. */
+static inline _PyTraceMalloc_Slot *
+_PyTraceMalloc_PoolTracesSlot(_PyTraceMalloc_PoolTraces *pt, uintptr_t pool,
+                              const void *p, uint32_t **live, int check)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)p - pool
+                                 - _PyTraceMalloc_POOL_OVERHEAD);
+    uint32_t index = (uint32_t)(((uint64_t)offset * pt->reciprocal) >> 32);
+    if (check
+        && (index >= pt->nslots
+            || offset - index * pt->block_size
+               != _PyTraceMalloc_caller_skew)) {
+        return NULL;
+    }
+    *live = &pt->live;
+    return &pt->slots[index];
+}
+
+/* Slow path of _PyTraceMalloc_PoolSlotCached(), which missed the pool
+   cache (in obmalloc.c, which knows pymalloc's internals): the slot of P
+   when P lies in a pymalloc pool, else NULL.  With CREATE, the pool's slot
+   array is made on demand; *NOMEM is set if that fails.  *LIVE is the
+   pool's count of used slots, for the caller to keep.  Always checks P
+   (see _PyTraceMalloc_PoolTracesSlot()). */
 extern _PyTraceMalloc_Slot *_PyTraceMalloc_PoolSlot(const void *p, int create,
                                                     int *nomem,
                                                     uint32_t **live);
@@ -149,18 +182,13 @@ extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit,
 extern void _PyTraceMalloc_PoolSlotsClear(void);
 extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
 /* Hot path of the store: the slot of P when P's pool is in the pool
-   cache; otherwise _PyTraceMalloc_PoolSlot() (in obmalloc.c, which knows
-   pymalloc's internals).  Inline here because the store is another
-   translation unit: a call per lookup was a third of the cost of
-   re-tracing a free-list object.
+   cache; otherwise _PyTraceMalloc_PoolSlot().  Inline here because the
+   store is another translation unit than obmalloc.c.
 
    BLOCK says that P is an address the allocator handed out to the hooks:
-   the bounds and skew checks, there for addresses of any origin
-   (PyTraceMalloc_Track() of an interior pointer, an object's computed
-   block), are then skipped as long as the allocators are known
-   (_PyTraceMalloc_blocks_exact), which makes P's skew the caller skew.
-   Under a user's allocator they are not skipped: blocks shifted by its
-   header go to the table, as every other lookup expects. */
+   the checks of _PyTraceMalloc_PoolTracesSlot() are then skipped as long
+   as the allocators are known (_PyTraceMalloc_blocks_exact), which makes
+   P's skew the caller skew (I2). */
 static inline _PyTraceMalloc_Slot *
 _PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
                               uint32_t **live, int block)
@@ -173,19 +201,8 @@ _PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
     if ((uintptr_t)e->pool == pool
         && e->pt->szidx == *(const uint32_t *)(
                pool + _PyTraceMalloc_POOL_SZIDX_OFFSET)) {
-        _PyTraceMalloc_PoolTraces *pt = e->pt;
-        uint32_t offset = (uint32_t)((uintptr_t)p - pool
-                                     - _PyTraceMalloc_POOL_OVERHEAD);
-        uint32_t index = (uint32_t)(((uint64_t)offset * pt->reciprocal)
-                                    >> 32);
-        if (!(block && _PyTraceMalloc_blocks_exact)
-            && (index >= pt->nslots
-                || offset - index * pt->block_size
-                   != _PyTraceMalloc_caller_skew)) {
-            return NULL;
-        }
-        *live = &pt->live;
-        return &pt->slots[index];
+        return _PyTraceMalloc_PoolTracesSlot(
+            e->pt, pool, p, live, !(block && _PyTraceMalloc_blocks_exact));
     }
     return _PyTraceMalloc_PoolSlot(p, create, nomem, live);
 }
@@ -195,15 +212,7 @@ _PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
 extern int64_t _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size,
                                              const char **why);
 
-/* ---- call-context tree: Python/tracemalloc_cct.c ----------------------- */
-/* Node of the current thread's current position (lock held). */
-extern _PyTraceMalloc_Node _PyTraceMalloc_CurrentNode_unlocked(
-    PyThreadState *tstate);
-extern uint32_t _PyTraceMalloc_NodeCount(void);
-extern int _PyTraceMalloc_CCTStart_unlocked(void);
-extern void _PyTraceMalloc_CCTReset_unlocked(void);
-extern void _PyTraceMalloc_CCTRelease_unlocked(void);
-extern size_t _PyTraceMalloc_CCTMemory_unlocked(void);
+/* ---- readers of the tree: Python/tracemalloc_tree.c, _peak.c ---------- */
 /* A reader's view of node storage.  Pinned in the same locked section that
    copies the traces (or finds the one trace) to read: it keeps every node
    those traces name readable without the lock, with the same id, even if
@@ -214,7 +223,6 @@ typedef struct {
     const void *chunks[_PyTraceMalloc_CCT_NCHUNKS];
     uint32_t nnodes;            /* node ids below this are readable */
 } _PyTraceMalloc_CCTView;
-extern void _PyTraceMalloc_CCTPin_unlocked(_PyTraceMalloc_CCTView *view);
 extern void _PyTraceMalloc_CCTUnpin(void);
 /* Node count, cache misses and compactions so far, and the shared site
    cache's entries (for the tests). */
@@ -222,8 +230,9 @@ PyAPI_FUNC(void) _PyTraceMalloc_CCTStats(uint32_t *nnodes,
                                          uint64_t *cache_misses,
                                          uint64_t *compactions,
                                          size_t *cache_entries);
-/* The same view for a reader inside the engine (no pin needed). */
-extern void _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view);
+/* One node of VIEW, for a reader: 0 for node 0 and a thread's root (no
+   frame); else its parent, line, depth and filename characters (DATA NULL
+   for '<unknown>'). */
 extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
                                    _PyTraceMalloc_Node node,
                                    _PyTraceMalloc_Node *parent,
@@ -245,31 +254,39 @@ extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
 /* The native id of the thread whose call paths NODE belongs to, or 0. */
 extern unsigned long _PyTraceMalloc_NodeThread(
     const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node);
-/* Current generation of frame caches (bumped by every reset). */
-extern uint32_t _PyTraceMalloc_cct_generation;
 
 /* ---- engine: Python/tracemalloc.c ------------------------------------- */
+/* start() and stop() raise (set an exception) on failure only. */
 extern int _PyTraceMalloc_Start(int max_nframe);
 extern void _PyTraceMalloc_Stop(void);
 extern void _PyTraceMalloc_ClearTraces(void);
-extern PyObject *_PyTraceMalloc_GetObjectTraceback(PyObject *obj);
-/* Modules/_tracemalloc.c: the frames tuple of a node (GIL held), read
-   through VIEW, which the caller pinned; the pin is released. */
-extern PyObject *_PyTraceMalloc_NodeToFrames(_PyTraceMalloc_CCTView *view,
-                                             _PyTraceMalloc_Node node);
+/* The node of PTR's trace in DOMAIN: 1 with VIEW pinned, else 0. */
+extern int _PyTraceMalloc_GetTraceNode(unsigned int domain, uintptr_t ptr,
+                                       _PyTraceMalloc_Node *node,
+                                       _PyTraceMalloc_CCTView *view);
+/* Where OBJ's memory block starts (before its GC header, if any). */
+extern uintptr_t _PyTraceMalloc_ObjectBlock(PyObject *obj);
+extern size_t _PyTraceMalloc_EngineMemory(void);
+extern void _PyTraceMalloc_GetTracedMemory(size_t *current, size_t *peak);
+extern void _PyTraceMalloc_ResetPeak(void);
 
-/* ---- store: Python/tracemalloc_store.c --------------------------------- */
+/* ---- lock and store: Python/tracemalloc_lock.c, tracemalloc_store.c ---- */
 
 /* Engine exclusion, asymmetric: the GIL holder is the common case, so its
    side costs two plain stores and a load (no atomic read-modify-write);
    callers without the GIL (the raw domain, PyTraceMalloc_Track()) pay for
    both sides, with a process-wide barrier (membarrier(2)) that makes the
-   GIL holder's plain stores visible.  See tracemalloc_store.c. */
+   GIL holder's plain stores visible.  See tracemalloc_lock.c. */
 #include <stdatomic.h>
 extern atomic_int _PyTraceMalloc_gil_busy;
 extern atomic_int _PyTraceMalloc_foreign;
 PyAPI_DATA(int) _PyTraceMalloc_asymmetric;
 extern void _PyTraceMalloc_WaitForeign(void);
+/* Entries through the engine lock's side without the GIL so far (tests). */
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_ForeignEntries(void);
+/* Python/pystate.c: TSTATE (or NULL) is now the calling thread's current
+   thread state. */
+extern void _PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate);
 
 /* Enter the engine while holding the GIL.  When a caller without the GIL
    is inside, wait for it (out of line) with priority over the next one. */
@@ -294,70 +311,6 @@ _PyTraceMalloc_Unlock(void)
     atomic_store_explicit(&_PyTraceMalloc_gil_busy, 0, memory_order_release);
 }
 
-/* Enter/leave the engine without the GIL (or not knowing). */
-extern void _PyTraceMalloc_LockNoGIL(void);
-extern void _PyTraceMalloc_UnlockNoGIL(void);
-/* Does the calling thread hold the GIL?  Cheap enough for raw hooks. */
-extern int _PyTraceMalloc_HoldsGIL(void);
-
-extern int _PyTraceMalloc_StoreInit(void);
-extern void _PyTraceMalloc_StoreClear_unlocked(void);
-extern int _PyTraceMalloc_StoreAdd_unlocked(unsigned int domain, uintptr_t ptr,
-                                            size_t size,
-                                            _PyTraceMalloc_Node node);
-extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
-                                               uintptr_t ptr,
-                                               _PyTraceMalloc_Node *node,
-                                               size_t *size);
-extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
-                                            _PyTraceMalloc_Node *node,
-                                            size_t *size);
-/* The table's part of _PyTraceMalloc_StoreNodeRef_unlocked(). */
-extern uint32_t *_PyTraceMalloc_StoreTableNodeRef_unlocked(
-    unsigned int domain, uintptr_t ptr, size_t *size);
-/* Where the node of PTR's trace is kept (and its size), or NULL.  Inline
-   for the re-trace of free-list objects: the pool slot is the usual case. */
-static inline uint32_t *
-_PyTraceMalloc_StoreNodeRef_unlocked(unsigned int domain, uintptr_t ptr,
-                                     size_t *size)
-{
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
-        uint32_t *live;
-        _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
-            (const void *)ptr, 0, NULL, &live, 0);
-        if (slot != NULL) {
-            if (slot->node == 0) {
-                return NULL;
-            }
-            *size = slot->size;
-            return &slot->node;
-        }
-    }
-    return _PyTraceMalloc_StoreTableNodeRef_unlocked(domain, ptr, size);
-}
-/* Move the trace at *REF, of SIZE, from its node to NODE. */
-extern void _PyTraceMalloc_StoreMove_unlocked(uint32_t *ref, size_t size,
-                                              _PyTraceMalloc_Node node);
-/* Re-trace a reused free-list object of the default domain at NODE.
-   Nothing to do when it already names it (a loop reusing the same object
-   on the same line). */
-static inline void
-_PyTraceMalloc_StoreRetrace_unlocked(uint32_t *ref, size_t size,
-                                     _PyTraceMalloc_Node node)
-{
-    if (*ref != (node ? node : UINT32_MAX)) {
-        _PyTraceMalloc_StoreMove_unlocked(ref, size, node);
-    }
-}
-/* Call VISIT on where every trace keeps its node (UINT32_MAX: no frame). */
-extern void _PyTraceMalloc_StoreForEachNode_unlocked(
-    void (*visit)(uint32_t *node, void *arg), void *arg);
-/* Traces store the node 0 (no frame) as UINT32_MAX: 0 marks free slots. */
-static inline void
-_PyTraceMalloc_StoreWriteNode(uint32_t *ref, _PyTraceMalloc_Node node)
-{
-    *ref = node ? node : UINT32_MAX;
-}
 typedef struct {
     unsigned int domain;
     _PyTraceMalloc_Node node;
@@ -368,10 +321,6 @@ typedef struct {
 extern int _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces,
                                     size_t *count,
                                     _PyTraceMalloc_CCTView *view);
-extern void _PyTraceMalloc_StoreTotals_unlocked(size_t *current,
-                                                size_t *peak);
-extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
-extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
 /* For Modules/_testtracemalloc.c (tests only): the full store check, and
    fault injection: the next N bookkeeping allocations of at least MIN_SIZE
    bytes fail (returns how many the previous call had left), or the next N

@@ -64,6 +64,8 @@ STEPS = [
     ("re-trace", ("_PyTraceMalloc_NewReference", "retrace_object",
                   "object_block")),
     ("new sites", ("frame_node_miss", "frame_node_miss_hook",
+                   "current_node_unlinked", "peak_reserve",
+                   "peak_node_created",
                    "current_node_slow", "_PyTraceMalloc_CurrentNode_unlocked",
                    "skip_incomplete", "thread_root", "site_cached",
                    "memo_set", "line_of", "node_intern", "node_hash",
@@ -80,17 +82,31 @@ STEPS = [
     ("pool slots", ("_PyTraceMalloc_PoolSlot", "pool_traces_create",
                     "pool_traces_free", "pool_traces_lookup",
                     "pool_cache_clear", "_PyTraceMalloc_ArenaFreed")),
-    ("peak totals", ("cct_peak_commit", "cct_peak_before_decrease",
+    ("peak totals", ("peak_commit", "peak_before_decrease", "peak_account",
+                     "peak_account_add", "peak_account_remove",
+                     "peak_account_move",
+                     "cct_peak_commit", "cct_peak_before_decrease",
                      "cct_account_add", "cct_account_remove",
                      "cct_account_move", "mark_dirty", "domain_totals",
                      "domain_totals_alloc", "domain_totals_rebuild",
                      "domain_totals_rebuild_into", "node_totals")),
-    ("compaction", ("cct_compact", "cct_maybe_compact", "compact_mark",
+    ("compaction", ("compact_tree", "compact_if_due", "compact_schedule",
+                    "engine_recount_memory", "tree_free_unused",
+                    "tree_memory", "framecache_memory", "peak_memory",
+                    "string_index_fill", "node_index_fill", "peak_renumber",
+                    "peak_for_each_node",
+                    "cct_compact", "cct_maybe_compact", "compact_mark",
                     "compact_rewrite", "cct_schedule_compaction",
                     "cct_recount_memory", "string_index_rehash_in_place",
                     "node_index_rehash_in_place", "cache_clear")),
 ]
-ENGINE_FILES = ("tracemalloc.c", "tracemalloc_cct.c", "tracemalloc_store.c",
+# The engine's files; tracemalloc_cct.c (split into tree, framecache, peak
+# and compact) and the old function names above stay for older profiles.
+ENGINE_FILES = ("tracemalloc.c", "tracemalloc_memory.c", "tracemalloc_lock.c",
+                "tracemalloc_hooks.c", "tracemalloc_store.c",
+                "tracemalloc_tree.c", "tracemalloc_framecache.c",
+                "tracemalloc_peak.c", "tracemalloc_compact.c",
+                "tracemalloc_engine.h", "tracemalloc_cct.c",
                 "obmalloc_tracemalloc.h")
 # The hooks whose calls are counted, and the step whose cost they carry.
 COUNTED_CALLS = [

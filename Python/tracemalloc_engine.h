@@ -1,0 +1,354 @@
+#ifndef Py_TRACEMALLOC_ENGINE_H
+#define Py_TRACEMALLOC_ENGINE_H
+
+/* The tracing engine's private header: its types, its one state struct, and
+ * the functions its files call in each other.
+ *
+ * The engine is one translation unit: Python/tracemalloc.c includes this
+ * header, then each file below, so that the hot paths (hook -> store ->
+ * frame cache -> peak) inline into each other across files.  Nothing
+ * outside the engine includes this header; the rest of CPython sees
+ * Include/internal/pycore_tracemalloc.h.
+ *
+ *  file                              concern
+ *  --------------------------------  ---------------------------------------
+ *  Python/tracemalloc.c              the unit's root: start/stop, the C API,
+ *                                    C exports
+ *  Python/tracemalloc_memory.c       the engine's own memory (malloc() with
+ *                                    fault injection for the tests)
+ *  Python/tracemalloc_lock.c         the engine lock (GIL side / no-GIL side)
+ *                                    and fork handlers
+ *  Python/tracemalloc_hooks.c        the traced allocator entry points and
+ *                                    the re-trace of reused objects
+ *  Python/tracemalloc_store.c        the trace store: pool slots + one table
+ *  Python/tracemalloc_tree.c         the call-context tree: nodes, interned
+ *                                    filenames, thread roots, pins
+ *  Python/tracemalloc_framecache.c   the per-frame cache and memo, the site
+ *                                    cache and the line cache
+ *  Python/tracemalloc_peak.c         per-node totals now and at the peak
+ *  Python/tracemalloc_compact.c      compaction of the tree
+ *
+ * Every invariant these files rely on (what each cache may hold, what
+ * invalidates it, what may be touched without the GIL or the lock, what
+ * compaction preserves) is stated once, in
+ * Doc/internals/tracemalloc-engine.rst, section "Invariants", and named
+ * there by the tag (I1, I2...) that the code cites.
+ */
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+#include "Python.h"
+#include "pycore_code.h"
+#include "pycore_frame.h"
+#include "pycore_pystate.h"       // _PyThreadState_GET()
+#include "pycore_tracemalloc.h"
+
+#include <stdatomic.h>
+
+/* ---- types ------------------------------------------------------------- */
+
+/* An interned copy of a filename's characters (tree). */
+typedef struct cct_string {
+    struct cct_string *next;    /* all strings, for freeing */
+    Py_hash_t hash;
+    Py_ssize_t length;
+    int kind;                   /* PyUnicode kind: 1, 2 or 4 */
+    int marked;                 /* named by a live node (compaction) */
+    char data[];
+} cct_string;
+
+/* A node of the tree: one call path, (parent, filename, line). */
+typedef struct {
+    _PyTraceMalloc_Node parent;
+    int lineno;
+    uint32_t depth;             /* frames on the path, this one included */
+    uint32_t hash;
+    const cct_string *filename; /* NULL: not a str, reported '<unknown>' */
+} cct_node;
+
+#define CHUNK0_BITS 10
+/* 1024 * (2**22 - 1) nodes at most */
+#define NCHUNKS _PyTraceMalloc_CCT_NCHUNKS
+#define NODE_LIMIT ((uint32_t)(((uint64_t)1 << (CHUNK0_BITS + NCHUNKS)) \
+                               - (1 << CHUNK0_BITS) - 1))
+
+/* What a reader may hold on to without the lock (I3). */
+typedef struct cct_storage {
+    cct_node *chunks[NCHUNKS];  /* chunk k holds 1024 << k nodes */
+    cct_string *strings;
+    struct cct_storage *next_dead;  /* graveyard link */
+} cct_storage;
+
+/* What the live traces naming one node (in one domain) add up to, now and
+   when traced memory last reached its peak (peak). */
+typedef struct {
+    uint64_t live_size;
+    uint64_t peak_size;
+    uint32_t live_count;
+    uint32_t peak_count;
+} cct_totals;
+
+/* Peak bookkeeping of a node of the default domain, by node id. */
+typedef struct {
+    cct_totals totals;
+    uint32_t dirty;             /* on the dirty list (I8) */
+    uint32_t unused;
+} cct_node_peak;
+
+/* Totals of the traces of the other domains, by (domain, node). */
+typedef struct {
+    unsigned int domain;        /* with node == UINT32_MAX: empty */
+    _PyTraceMalloc_Node node;
+    uint32_t dirty;
+    cct_totals totals;
+} cct_domain_totals;
+
+/* An entry of the site cache: (code, parent, offset) -> node (I5). */
+typedef struct {
+    const PyCodeObject *code;
+    _PyTraceMalloc_Node parent;
+    int lasti;
+    _PyTraceMalloc_Node node;
+    uint32_t epoch;             /* code_epochs[] of its code when filled */
+    uint32_t range;             /* the line's instructions: see frame_memo() */
+} cct_cache_entry;
+
+/* An entry of the line cache: (code, offset) -> line, filename copy (I6). */
+typedef struct {
+    const PyCodeObject *code;
+    int lasti;
+    uint32_t epoch;             /* code_epochs[] of its code when filled */
+    int lineno;
+    uint32_t range;             /* the line's instructions: see frame_memo() */
+    const cct_string *filename;
+} cct_line_entry;
+
+/* The site cache has 2^CACHE_MIN_BITS to 2^CACHE_MAX_BITS entries; the
+   line cache 2^LINE_BITS.  A dying code object invalidates the entries of
+   the codes that share its slot among 2^CODE_EPOCH_BITS. */
+#define CACHE_MIN_BITS 13
+#define CACHE_MAX_BITS 17
+#define LINE_BITS 11
+#define LINES_SIZE (sizeof(cct_line_entry) << LINE_BITS)
+#define CODE_EPOCH_BITS 10
+/* Below this many nodes the tree is never compacted. */
+#define COMPACT_MIN 1024
+
+/* An entry of the store's table: a trace outside the pool slots. */
+typedef struct {
+    uintptr_t ptr;              /* 0: empty entry */
+    unsigned int domain;
+    _PyTraceMalloc_Node node;   /* stored form: see stored_node() */
+    size_t size;
+} table_entry;
+
+#define TABLE_MIN_CAPACITY 1024
+
+/* ---- state ------------------------------------------------------------- */
+
+/* All the engine's mutable state but the pool slots (in obmalloc.c's
+   include, same protection), the lock's shared words (declared in
+   pycore_tracemalloc.h for the inline lock) and four thread-locals (hooks
+   and tree: each thread's own). */
+static struct {
+    /* Protected by the engine lock, read without it only by a pinned
+       reader (I3). */
+    struct {
+        cct_storage storage;
+        uint32_t nnodes;            /* node ids in use: 1..nnodes-1 */
+        uint32_t *node_index;       /* open addressing over node ids */
+        size_t node_index_mask;
+        cct_string **string_index;  /* open addressing over strings */
+        size_t string_index_mask;
+        size_t nstrings;
+        int pins;                   /* readers holding a view (I3) */
+        cct_storage *graveyard;     /* storage to free at the last unpin */
+        uint32_t compact_at;        /* compact when nnodes reaches this */
+        uint64_t compactions;       /* statistics, for the tests */
+    } tree;
+
+    /* Protected by the engine lock. */
+    struct {
+        cct_cache_entry *cache;     /* the site cache (I5) */
+        unsigned int cache_shift;   /* 64 - log2 of its entries */
+        size_t cache_evictions;     /* of known paths, since the last resize */
+        size_t cache_grow_at;       /* evictions that make it grow */
+        cct_line_entry *lines;      /* the line cache (I6) */
+        uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
+        uint64_t cache_misses;      /* statistics, for the tests */
+    } framecache;
+
+    /* Protected by the engine lock; written under it, and read without it
+       by the GIL holder's hooks, which compare it with their frame's
+       generation (I4).  Never 0: 0 marks a reset frame. */
+    uint32_t generation;
+
+    /* Protected by the engine lock (I8). */
+    struct {
+        cct_node_peak *peaks;       /* by node id; room for */
+        _PyTraceMalloc_Node *dirty; /* nodes whose totals changed; room for */
+        size_t dirty_cap;           /* dirty_cap nodes in both, so that */
+        size_t ndirty;              /* neither can fail when a node is used */
+        cct_domain_totals *domains; /* open addressing, capacity mask + 1 */
+        size_t domains_mask;
+        size_t ndomains;
+        uint32_t *domains_dirty;    /* indexes into `domains`, room for all */
+        size_t ndomains_dirty;
+        /* The live traces are the peak now (set when `current` passes
+           `peak`): the peak totals must be copied before a decrease. */
+        int pending;
+    } peak;
+
+    /* Bytes of tree, frame caches and peak totals.  Protected by the
+       engine lock. */
+    size_t memory;
+
+    /* Protected by the engine lock (I1, I2). */
+    struct {
+        table_entry *entries;
+        size_t mask;                /* capacity - 1; a power of 2 */
+        size_t used;
+        /* Totals over the table and the pool slots */
+        size_t current;
+        size_t peak;
+        size_t ntraces;
+        /* 1 once PyTraceMalloc_Track() has put a default-domain trace in
+           the table, whose address may be, or become, a pymalloc block's:
+           a new trace in a pool slot must then replace the table's trace
+           of the same address (one key, one trace, I2).  Until the next
+           clear. */
+        int tracked_in_table;
+    } store;
+
+    /* The lock's private words (tracemalloc_lock.c): atomics. */
+    struct {
+        atomic_flag foreign_lock;   /* among callers without the GIL */
+        atomic_int gil_waiting;     /* a GIL holder waits: let it in first */
+        int atfork_registered;      /* under the GIL (start()) */
+        uint64_t foreign_entries;   /* by foreign_lock: entries without
+                                       the GIL, for the tests */
+    } lock;
+
+    /* Fault injection for the tests.  Protected by the engine lock
+       (fail_barriers: by lock.foreign_lock). */
+    struct {
+        int bookkeeping;            /* engine allocations left to fail */
+        size_t min_size;            /* of at least this many bytes */
+        int barriers;               /* process-wide barriers left to fail */
+    } faults;
+} tm = {
+    .generation = 1,
+    .lock = {.foreign_lock = ATOMIC_FLAG_INIT},
+};
+
+/* ---- functions the engine's files call in each other ------------------- */
+
+/* The stored form of a trace's node: the node 0 (no frame) is kept as
+   UINT32_MAX, which no real node reaches, so that 0 can mark an empty
+   pool slot. */
+static inline _PyTraceMalloc_Node
+stored_node(uint32_t stored)
+{
+    return stored == UINT32_MAX ? 0 : stored;
+}
+
+static inline uint32_t
+node_to_stored(_PyTraceMalloc_Node node)
+{
+    return node ? node : UINT32_MAX;
+}
+
+/* tracemalloc_lock.c: enter/leave without the GIL (or not knowing); does
+   the calling thread hold the GIL (pointers compared only)? */
+extern void _PyTraceMalloc_LockNoGIL(void);
+extern void _PyTraceMalloc_UnlockNoGIL(void);
+extern int _PyTraceMalloc_HoldsGIL(void);
+static int engine_lock_init(void);
+
+/* tracemalloc_hooks.c */
+static inline int engine_enter(int gil_held, PyThreadState **tstate);
+static inline void engine_leave(int side);
+
+/* tracemalloc_store.c; the _unlocked functions need the engine lock. */
+extern void _PyTraceMalloc_StoreClear_unlocked(void);
+extern int _PyTraceMalloc_StoreRemove_unlocked(unsigned int domain,
+                                               uintptr_t ptr,
+                                               _PyTraceMalloc_Node *node,
+                                               size_t *size);
+extern int _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
+                                            _PyTraceMalloc_Node *node,
+                                            size_t *size);
+/* Call VISIT on where every trace keeps its node (stored form). */
+extern void _PyTraceMalloc_StoreForEachNode_unlocked(
+    void (*visit)(uint32_t *node, void *arg), void *arg);
+extern void _PyTraceMalloc_StoreTotals_unlocked(size_t *current,
+                                                size_t *peak);
+extern void _PyTraceMalloc_StoreResetPeak_unlocked(void);
+extern size_t _PyTraceMalloc_StoreMemory_unlocked(void);
+static inline int store_add(unsigned int domain, uintptr_t ptr, size_t size,
+                            _PyTraceMalloc_Node node, int pooled, int block);
+/* Where store_remove() looks for a trace of the default domain: the pool
+   slot first (the mem and obj domains), the table first (the raw domain's
+   blocks come from malloc()), or only the table (a caller without the GIL,
+   which may not read pymalloc's pools: only the raw domain's hooks get
+   there, whose blocks are never pymalloc's). */
+enum { STORE_POOL_FIRST, STORE_TABLE_FIRST, STORE_TABLE_ONLY };
+static inline int store_remove(unsigned int domain, uintptr_t ptr,
+                               _PyTraceMalloc_Node *node, size_t *size,
+                               int where, int block);
+static int store_track(unsigned int domain, uintptr_t ptr, size_t size,
+                       _PyTraceMalloc_Node node);
+static int store_get_table(unsigned int domain, uintptr_t ptr,
+                           _PyTraceMalloc_Node *node, size_t *size);
+
+/* tracemalloc_tree.c; the _unlocked functions need the engine lock. */
+extern uint32_t _PyTraceMalloc_NodeCount(void);
+/* Pin VIEW (I3); a reader inside the engine lock needs no pin. */
+extern void _PyTraceMalloc_CCTPin_unlocked(_PyTraceMalloc_CCTView *view);
+extern void _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view);
+static inline cct_node *node_at(_PyTraceMalloc_Node id);
+static inline uint32_t node_hash(_PyTraceMalloc_Node parent,
+                                 const cct_string *filename, int lineno);
+static _PyTraceMalloc_Node node_intern(_PyTraceMalloc_Node parent,
+                                       const cct_string *filename,
+                                       int lineno, int *nomem);
+static const cct_string *string_intern(PyObject *filename, int *nomem);
+static _PyTraceMalloc_Node thread_root(PyThreadState *tstate, int *nomem);
+static void tree_free_unused(uint32_t nnodes);
+static void tree_reset(void);
+static size_t tree_memory(void);
+
+/* tracemalloc_framecache.c */
+static inline _PyTraceMalloc_Node current_node(PyThreadState *tstate);
+static int framecache_start(void);
+static void framecache_release(void);
+static void cache_clear(uint32_t live_nodes);
+static size_t framecache_memory(void);
+static void generation_bump(void);
+
+/* tracemalloc_peak.c */
+static int peak_reserve(size_t need);
+static inline void peak_node_created(_PyTraceMalloc_Node id);
+static inline void peak_before_decrease(void);
+static inline int peak_account_add(unsigned int domain,
+                                   _PyTraceMalloc_Node node, size_t size);
+static inline void peak_account_remove(unsigned int domain,
+                                       _PyTraceMalloc_Node node, size_t size);
+static inline void peak_account_move(_PyTraceMalloc_Node from,
+                                     _PyTraceMalloc_Node to, size_t size);
+static void peak_clear(void);
+static void peak_release(void);
+static size_t peak_memory(void);
+static int domain_totals_alloc(size_t cap, cct_domain_totals **table,
+                               uint32_t **dirty);
+static void domain_totals_rebuild_into(cct_domain_totals *table,
+                                       uint32_t *dirty, size_t cap);
+
+/* tracemalloc_compact.c */
+static inline void compact_if_due(void);
+static void compact_schedule(uint32_t live_nodes, size_t ntraces);
+static void engine_recount_memory(void);
+
+#endif /* !Py_TRACEMALLOC_ENGINE_H */

@@ -1,0 +1,365 @@
+/* The hooks: the traced variants of the allocator entry points, which
+ * Objects/obmalloc.c calls only while tracing, and the re-trace of objects
+ * reused from free lists (_Py_NewReference()).
+ *
+ * They never allocate through a traced API and never call
+ * PyGILState_Ensure(): the raw domain and PyTraceMalloc_Track() may run
+ * without the GIL, and then read the calling thread's own frames, which
+ * nobody else can change meanwhile (I1).  Part of the engine's translation
+ * unit (see tracemalloc_engine.h).
+ */
+
+/* Allocations this thread makes that are not the user's (I11): the
+   engine's exports, and the blocks a user allocator installed with
+   PyMem_SetAllocator() gets for itself through the public API while
+   serving a traced call (upstream's re-entrancy guard).  C11's
+   _Thread_local: 3.11 has no thread-local helper of its own (its Py_tss_t
+   API is a function call and a lookup). */
+static _Thread_local int tm_untraced_depth;
+
+int
+_PyTraceMalloc_SuspendThread(void)
+{
+    return tm_untraced_depth++;
+}
+
+int
+_PyTraceMalloc_ResumeThread(void)
+{
+    int depth = tm_untraced_depth;
+    if (depth > 0) {
+        tm_untraced_depth--;
+    }
+    return depth;
+}
+
+/* Enter the engine from a hook.  GIL_HELD is 1 for the mem and obj
+   domains, which the C API requires to hold the GIL; for the raw domain and
+   the tracking API it is 0 and the engine finds out.  Returns the side to
+   pass to engine_leave(); *TSTATE is the thread state whose frames describe
+   the current call: with the GIL, the current one; without it, this
+   thread's own, which no other thread can change meanwhile. */
+static inline int
+engine_enter(int gil_held, PyThreadState **tstate)
+{
+    if (gil_held || _PyTraceMalloc_HoldsGIL()) {
+        *tstate = _PyThreadState_GET();
+        _PyTraceMalloc_Lock();
+        return 1;
+    }
+    _PyTraceMalloc_LockNoGIL();
+    /* Read under the lock: once the runtime is finalizing, the thread
+       states of daemon threads are freed (_PyThreadState_DeleteExcept()),
+       and a daemon thread allocating without the GIL (zlib, bz2, lzma) must
+       not read its own.  The finalizing thread stores the flag before it
+       frees them, and each free passes through the engine lock, so a
+       thread inside the lock either sees the flag or still has a live
+       thread state.  Such allocations get the empty traceback. */
+    if (_PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL) {
+        *tstate = NULL;
+    }
+    else {
+        *tstate = PyGILState_GetThisThreadState();
+    }
+    return 0;
+}
+
+static inline void
+engine_leave(int side)
+{
+    if (side) {
+        _PyTraceMalloc_Unlock();
+    }
+    else {
+        _PyTraceMalloc_UnlockNoGIL();
+    }
+}
+
+/* The last trace this thread took out before a free or a realloc.  The
+   debug hooks find a damaged block inside the free, after the hook has
+   taken its trace out: _PyMem_DumpTraceback() still shows where it came
+   from. */
+static _Thread_local struct {
+    uintptr_t ptr;
+    _PyTraceMalloc_Node node;
+    uint32_t generation;
+} last_removed;
+
+static inline void
+remember_removed(void *ptr, _PyTraceMalloc_Node node)
+{
+    if (_PyTraceMalloc_caller_skew == 0) {
+        return;     /* no debug hooks: nobody asks */
+    }
+    last_removed.ptr = (uintptr_t)ptr;
+    last_removed.node = node;
+    last_removed.generation = tm.generation;
+}
+
+/* The block traced last by the hooks of the default domain with the GIL,
+   while it may still be on its way to become an object: the re-trace that
+   _Py_NewReference() would do finds the node just recorded, so
+   _PyTraceMalloc_NewReference() takes the block out of here instead
+   (I10).  Protected by the GIL. */
+static uintptr_t fresh_block;
+
+static inline void
+fresh_forget(void *ptr)
+{
+    if ((uintptr_t)ptr == fresh_block) {
+        fresh_block = 0;
+    }
+}
+
+void
+_PyTraceMalloc_ForgetFresh(void)
+{
+    fresh_block = 0;
+}
+
+/* Record PTR at the current position: 0, or -1 when the bookkeeping could
+   not get memory.  Inline: the hooks call it with GIL_HELD constant.
+   BLOCK: PTR is a block the allocator just returned (see store_add()). */
+static inline int
+trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
+          int pooled, int block)
+{
+    PyThreadState *tstate;
+    int side = engine_enter(gil_held, &tstate);
+    int res = 0;
+    /* Checked again inside: stop() may have run since the caller looked at
+       the flag, and a trace added now would outlive the tables. */
+    if (_PyTraceMalloc_TRACING()) {
+        compact_if_due();
+        _PyTraceMalloc_Node node = current_node(tstate);
+        if (node == UINT32_MAX) {
+            res = -1;
+        }
+        else {
+            res = store_add(domain, (uintptr_t)ptr, size, node,
+                            pooled && side, block);
+            if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
+                && side) {
+                /* Only with the GIL: objects are made with it. */
+                fresh_block = (uintptr_t)ptr;
+            }
+        }
+    }
+    engine_leave(side);
+    return res;
+}
+
+/* The same, out of line, for the paths that are not hot. */
+Py_NO_INLINE static int
+trace_add_slow(unsigned int domain, void *ptr, size_t size, int gil_held,
+               int pooled, int block)
+{
+    return trace_add(domain, ptr, size, gil_held, pooled, block);
+}
+
+/* May a block that ALLOC just returned for SIZE bytes lie in one of
+   pymalloc's pools?  Not if pymalloc does not serve that size, nor if it
+   comes from the raw domain (GIL_HELD 0), whose allocator is malloc()
+   (pymalloc needs the GIL).  A wrong answer costs a lookup, not a trace
+   (see store_add()). */
+static inline int
+fresh_block_pooled(size_t size, int gil_held)
+{
+    return gil_held && size <= _PyTraceMalloc_POOL_MAX_REQUEST;
+}
+
+/* ---- hooks ------------------------------------------------------------ */
+
+/* The traced variants of the allocator API (Objects/obmalloc.c calls them
+   only while tracing).  Each calls the allocator with this thread marked
+   untraced, so that a user allocator built on the public API gets its own
+   blocks untraced, then records the caller's block. */
+
+/* After a successful allocation: trace PTR, or free it and fail (as
+   upstream, a block that cannot be traced is not handed out). */
+static inline void *
+traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
+{
+    if (ptr != NULL && tm_untraced_depth == 0
+        && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
+                     fresh_block_pooled(size, gil_held), 1) < 0) {
+        alloc->free(alloc->ctx, ptr);
+        return NULL;
+    }
+    return ptr;
+}
+
+/* The hot hook: the mem and obj domains (GIL held) get a copy of the
+   whole path with the GIL side chosen at compile time. */
+void *
+_PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->malloc(alloc->ctx, size);
+    tm_untraced_depth--;
+    if (gil_held) {
+        return traced_result(alloc, ptr, size, 1);
+    }
+    return traced_result(alloc, ptr, size, 0);
+}
+
+void *
+_PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
+                      int gil_held)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
+    tm_untraced_depth--;
+    return traced_result(alloc, ptr, nelem * elsize, gil_held);
+}
+
+/* Forget PTR's trace, then free it: before the free, while its pool header
+   is still readable and before another thread can get the address. */
+static inline void
+trace_remove(void *ptr, int gil_held)
+{
+    PyThreadState *tstate;
+    _PyTraceMalloc_Node node;
+    size_t size;
+    int side = engine_enter(gil_held, &tstate);
+    if (side) {
+        fresh_forget(ptr);
+    }
+    if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                     &node, &size, store_where(gil_held, side), 1)) {
+        remember_removed(ptr, node);
+    }
+    engine_leave(side);
+}
+
+void
+_PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
+{
+    if (ptr != NULL) {
+        if (gil_held) {
+            trace_remove(ptr, 1);
+        }
+        else {
+            trace_remove(ptr, 0);
+        }
+    }
+    alloc->free(alloc->ctx, ptr);
+}
+
+void *
+_PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
+                       int gil_held)
+{
+    if (ptr == NULL) {
+        return _PyTraceMalloc_Malloc(alloc, size, gil_held);
+    }
+    /* Take the old trace out first: once realloc() has moved the block,
+       its old pool may be gone, and another thread may get its address. */
+    _PyTraceMalloc_Node old_node = 0;
+    size_t old_size = 0;
+    PyThreadState *tstate;
+    int side = engine_enter(gil_held, &tstate);
+    if (side) {
+        fresh_forget(ptr);
+    }
+    uint32_t generation = tm.generation;
+    int had_trace = store_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                 (uintptr_t)ptr, &old_node, &old_size,
+                                 store_where(gil_held, side), 1);
+    if (had_trace) {
+        remember_removed(ptr, old_node);
+    }
+    engine_leave(side);
+
+    tm_untraced_depth++;
+    void *ptr2 = alloc->realloc(alloc->ctx, ptr, size);
+    tm_untraced_depth--;
+    if (ptr2 == NULL) {
+        if (had_trace) {
+            /* The old block lives on: put its trace back.  This reuses
+               the room just freed, so it cannot fail for lack of memory. */
+            side = engine_enter(gil_held, &tstate);
+            /* Not if clear_traces(), stop() or a compaction ran meanwhile:
+               the trace was cleared, or its node id means another path. */
+            if (_PyTraceMalloc_TRACING()
+                && generation == tm.generation) {
+                (void)store_add(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                (uintptr_t)ptr, old_size, old_node,
+                                gil_held && side, 1);
+            }
+            engine_leave(side);
+        }
+        return NULL;
+    }
+    /* Like upstream, the resized block is traced where it was resized.  If
+       the bookkeeping fails now the block cannot be given back (realloc()
+       may have shrunk it in place), so it stays untraced: the totals stay
+       exact, one trace is missing. */
+    if (tm_untraced_depth == 0) {
+        (void)trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size,
+                             gil_held, fresh_block_pooled(size, gil_held), 1);
+    }
+    return ptr2;
+}
+
+/* ---- objects ------------------------------------------------------------ */
+
+static inline uintptr_t
+object_block(PyObject *op)
+{
+    /* The block starts before the object when the type has a GC header
+       (and, in 3.11, the managed-dict pre-header). */
+    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
+}
+
+/* The re-trace proper of _PyTraceMalloc_NewReference(), out of line so
+   that its register saves are not paid by the new objects it skips. */
+Py_NO_INLINE static int
+retrace_object(uintptr_t ptr)
+{
+    int found = 0;
+    _PyTraceMalloc_Lock();
+    if (tm_untraced_depth > 0) {
+        /* Reused by the engine's own export: the block is the tracer's
+           now, not the user's (upstream would trace it at the line that
+           called the export). */
+        _PyTraceMalloc_Node node;
+        size_t size;
+        (void)_PyTraceMalloc_StoreRemove_unlocked(
+            _PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node, &size);
+        _PyTraceMalloc_Unlock();
+        return -1;
+    }
+    compact_if_due();
+    /* Objects allocated before tracing started have no trace: find the
+       trace first, and compute the traceback only for traced objects. */
+    size_t size;
+    uint32_t *ref = store_node_ref(_PyTraceMalloc_DEFAULT_DOMAIN, ptr,
+                                   &size);
+    if (ref != NULL) {
+        _PyTraceMalloc_Node node = current_node(_PyThreadState_GET());
+        if (node != UINT32_MAX) {
+            store_retrace(ref, size, node);
+            found = 1;
+        }
+    }
+    _PyTraceMalloc_Unlock();
+    return found ? 0 : -1;
+}
+
+/* Hottest path of all on numeric code: every object taken from a free
+   list (floats, tuples, frames...) gets the current traceback. */
+int
+_PyTraceMalloc_NewReference(PyObject *op)
+{
+    if (!_PyTraceMalloc_TRACING()) {
+        return -1;
+    }
+    uintptr_t ptr = object_block(op);
+    if (ptr == fresh_block) {
+        /* Traced a moment ago, here (see fresh_block). */
+        fresh_block = 0;
+        return 0;
+    }
+    return retrace_object(ptr);
+}

@@ -1,0 +1,427 @@
+/* Peak accounting: per call path, the totals of its live traces now and
+ * when traced memory last reached its peak, for take_snapshot(peak=True).
+ *
+ * The live totals change with every trace; the peak totals are copied from
+ * them lazily, only for the nodes changed since the last copy (the dirty
+ * list), at the first decrease after a new peak (I8).  Traces of the other
+ * domains keep the same totals by (domain, node) in a small table.  Part of
+ * the engine's translation unit (see tracemalloc_engine.h).
+ */
+
+/* Room for the totals and the dirty flag of NEED node ids, so that a node
+   once made never fails to be counted (I8). */
+static int
+peak_reserve(size_t need)
+{
+    if (need <= tm.peak.dirty_cap) {
+        return 0;
+    }
+    _PyTraceMalloc_Node *dirty = realloc(tm.peak.dirty, need * sizeof(*dirty));
+    if (dirty == NULL) {
+        return -1;
+    }
+    tm.peak.dirty = dirty;
+    cct_node_peak *peaks = realloc(tm.peak.peaks, need * sizeof(*peaks));
+    if (peaks == NULL) {
+        return -1;      /* the bigger dirty list is kept: harmless */
+    }
+    memset(peaks + tm.peak.dirty_cap, 0,
+           (need - tm.peak.dirty_cap) * sizeof(*peaks));
+    tm.memory += (need - tm.peak.dirty_cap) * (sizeof(*dirty) + sizeof(*peaks));
+    tm.peak.peaks = peaks;
+    tm.peak.dirty_cap = need;
+    return 0;
+}
+
+static inline cct_totals *
+node_totals(_PyTraceMalloc_Node node, uint32_t **dirty)
+{
+    cct_node_peak *p = &tm.peak.peaks[node];
+    *dirty = &p->dirty;
+    return &p->totals;
+}
+
+static size_t
+domain_totals_hash(unsigned int domain, _PyTraceMalloc_Node node)
+{
+    uint64_t x = (uint64_t)domain << 32 | node;
+    return (size_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> 24);
+}
+
+/* Move every entry of the domain totals into TABLE and DIRTY (CAP entries
+   each, allocated by the caller): never fails. */
+static void
+domain_totals_rebuild_into(cct_domain_totals *table, uint32_t *dirty,
+                           size_t cap)
+{
+    for (size_t i = 0; i < cap; i++) {
+        table[i].node = UINT32_MAX;
+    }
+    size_t ndirty = 0, n = 0;
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            if (e->node == UINT32_MAX) {
+                continue;
+            }
+            size_t j = domain_totals_hash(e->domain, e->node) & (cap - 1);
+            while (table[j].node != UINT32_MAX) {
+                j = (j + 1) & (cap - 1);
+            }
+            table[j] = *e;
+            n++;
+            if (e->dirty) {
+                dirty[ndirty++] = (uint32_t)j;
+            }
+        }
+        tm.memory -= (tm.peak.domains_mask + 1)
+                      * (sizeof(*table) + sizeof(*dirty));
+    }
+    free(tm.peak.domains);
+    free(tm.peak.domains_dirty);
+    tm.peak.domains = table;
+    tm.peak.domains_dirty = dirty;
+    tm.peak.ndomains = n;
+    tm.peak.ndomains_dirty = ndirty;
+    tm.peak.domains_mask = cap - 1;
+    tm.memory += cap * (sizeof(*table) + sizeof(*dirty));
+}
+
+static int
+domain_totals_alloc(size_t cap, cct_domain_totals **table, uint32_t **dirty)
+{
+    *table = _PyTraceMalloc_RawAlloc(cap * sizeof(**table), 0);
+    *dirty = _PyTraceMalloc_RawAlloc(cap * sizeof(**dirty), 0);
+    if (*table == NULL || *dirty == NULL) {
+        free(*table);
+        free(*dirty);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+domain_totals_rebuild(size_t cap)
+{
+    cct_domain_totals *table;
+    uint32_t *dirty;
+    if (domain_totals_alloc(cap, &table, &dirty) < 0) {
+        return -1;
+    }
+    domain_totals_rebuild_into(table, dirty, cap);
+    return 0;
+}
+
+/* The totals of (DOMAIN, NODE), created if needed; NULL when out of
+   memory (the trace is then refused, like any bookkeeping failure). */
+static cct_totals *
+domain_totals(unsigned int domain, _PyTraceMalloc_Node node, int create,
+              uint32_t **dirty)
+{
+    if (tm.peak.domains == NULL || (create
+            && (tm.peak.ndomains + 1) * 2 > tm.peak.domains_mask + 1)) {
+        if (!create) {
+            return NULL;
+        }
+        size_t cap = tm.peak.domains ? (tm.peak.domains_mask + 1) * 2 : 64;
+        if (domain_totals_rebuild(cap) < 0) {
+            return NULL;
+        }
+    }
+    size_t i = domain_totals_hash(domain, node) & tm.peak.domains_mask;
+    for (;;) {
+        cct_domain_totals *e = &tm.peak.domains[i];
+        if (e->node == node && e->domain == domain) {
+            break;
+        }
+        if (e->node == UINT32_MAX) {
+            if (!create) {
+                return NULL;
+            }
+            memset(e, 0, sizeof(*e));
+            e->domain = domain;
+            e->node = node;
+            tm.peak.ndomains++;
+            break;
+        }
+        i = (i + 1) & tm.peak.domains_mask;
+    }
+    *dirty = &tm.peak.domains[i].dirty;
+    return &tm.peak.domains[i].totals;
+}
+
+static inline void
+mark_dirty(unsigned int domain, _PyTraceMalloc_Node node, uint32_t *dirty)
+{
+    if (*dirty) {
+        return;
+    }
+    *dirty = 1;
+    if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+        cct_domain_totals *e = (cct_domain_totals *)(
+            (char *)dirty - offsetof(cct_domain_totals, dirty));
+        tm.peak.domains_dirty[tm.peak.ndomains_dirty++] = (uint32_t)(e - tm.peak.domains);
+    }
+    else {
+        tm.peak.dirty[tm.peak.ndirty++] = node;
+    }
+}
+
+/* Copy the live totals of every node changed since the last copy to its
+   peak totals: the live state is the peak. */
+Py_NO_INLINE static void
+peak_commit(void)
+{
+    for (size_t i = 0; i < tm.peak.ndirty; i++) {
+        uint32_t *dirty;
+        cct_totals *t = node_totals(tm.peak.dirty[i], &dirty);
+        t->peak_size = t->live_size;
+        t->peak_count = t->live_count;
+        *dirty = 0;
+    }
+    tm.peak.ndirty = 0;
+    for (size_t i = 0; i < tm.peak.ndomains_dirty; i++) {
+        cct_domain_totals *e = &tm.peak.domains[tm.peak.domains_dirty[i]];
+        e->totals.peak_size = e->totals.live_size;
+        e->totals.peak_count = e->totals.live_count;
+        e->dirty = 0;
+    }
+    tm.peak.ndomains_dirty = 0;
+    tm.peak.pending = 0;
+}
+
+/* Before any decrease of a node's totals (I8). */
+static inline void
+peak_before_decrease(void)
+{
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    return;
+#endif
+    if (tm.peak.pending) {
+        peak_commit();
+    }
+}
+
+/* A trace of SIZE naming (DOMAIN, NODE) is added (DELTA 1) or removed
+   (DELTA -1, after peak_before_decrease()): 0, or -1 when out of memory
+   (another domain's first trace at NODE).  Inline with DELTA constant. */
+static inline int
+peak_account(unsigned int domain, _PyTraceMalloc_Node node, size_t size,
+             int delta)
+{
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    /* Benchmarks only (the cost of peak tracking): no peak snapshots. */
+    return 0;
+#endif
+    uint32_t *dirty;
+    cct_totals *t;
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        t = node_totals(node, &dirty);
+    }
+    else {
+        t = domain_totals(domain, node, delta > 0, &dirty);
+        if (t == NULL) {
+            /* Removing cannot get here: the add created the totals. */
+            return -1;
+        }
+    }
+    if (delta > 0) {
+        t->live_size += size;
+    }
+    else {
+        t->live_size -= size;
+    }
+    t->live_count += delta;
+    mark_dirty(domain, node, dirty);
+    return 0;
+}
+
+static inline int
+peak_account_add(unsigned int domain, _PyTraceMalloc_Node node, size_t size)
+{
+    return peak_account(domain, node, size, 1);
+}
+
+static inline void
+peak_account_remove(unsigned int domain, _PyTraceMalloc_Node node,
+                    size_t size)
+{
+    (void)peak_account(domain, node, size, -1);
+}
+
+/* A free-list object of the default domain is re-traced from node FROM to
+   node TO (the hottest of the three on numeric code). */
+static inline void
+peak_account_move(_PyTraceMalloc_Node from, _PyTraceMalloc_Node to,
+                  size_t size)
+{
+    peak_before_decrease();
+    peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, from, size);
+    (void)peak_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, to, size);
+}
+
+/* The totals at the peak: every (domain, node) with blocks then, with the
+   view pinned, in one locked section. */
+int
+_PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
+                        _PyTraceMalloc_CCTView *view)
+{
+    _PyTraceMalloc_Lock();
+    peak_before_decrease();
+    size_t n = 0;
+    for (uint32_t id = 0; id < tm.tree.nnodes; id++) {
+        n += tm.peak.peaks[id].totals.peak_count != 0;
+    }
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            n += (tm.peak.domains[i].node != UINT32_MAX
+                  && tm.peak.domains[i].totals.peak_count != 0);
+        }
+    }
+    _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
+    if (out == NULL) {
+        _PyTraceMalloc_Unlock();
+        return -1;
+    }
+    size_t k = 0;
+    for (uint32_t id = 0; id < tm.tree.nnodes; id++) {
+        cct_totals *t = &tm.peak.peaks[id].totals;
+        if (t->peak_count) {
+            out[k++] = (_PyTraceMalloc_PeakGroup){
+                _PyTraceMalloc_DEFAULT_DOMAIN, id, t->peak_size,
+                t->peak_count};
+        }
+    }
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            if (e->node != UINT32_MAX && e->totals.peak_count) {
+                out[k++] = (_PyTraceMalloc_PeakGroup){
+                    e->domain, e->node, e->totals.peak_size,
+                    e->totals.peak_count};
+            }
+        }
+    }
+    _PyTraceMalloc_CCTPin_unlocked(view);
+    _PyTraceMalloc_Unlock();
+    *groups = out;
+    *count = k;
+    return 0;
+}
+
+/* A node was just made at ID: no trace names it yet. */
+static inline void
+peak_node_created(_PyTraceMalloc_Node id)
+{
+    memset(&tm.peak.peaks[id], 0, sizeof(tm.peak.peaks[id]));
+}
+
+/* The tree was reset: every total is 0 now and at the peak.  The per-node
+   array is kept, zeroed: node 0's totals must exist as long as tracing
+   goes on, and clear_traces() cannot fail. */
+static void
+peak_clear(void)
+{
+    if (tm.peak.peaks != NULL) {
+        memset(tm.peak.peaks, 0, tm.peak.dirty_cap * sizeof(*tm.peak.peaks));
+    }
+    tm.peak.ndirty = 0;
+    free(tm.peak.domains);
+    free(tm.peak.domains_dirty);
+    tm.peak.domains = NULL;
+    tm.peak.domains_dirty = NULL;
+    tm.peak.domains_mask = 0;
+    tm.peak.ndomains = 0;
+    tm.peak.ndomains_dirty = 0;
+    tm.peak.pending = 0;
+}
+
+/* stop(): after peak_clear(), give the per-node arrays back too. */
+static void
+peak_release(void)
+{
+    free(tm.peak.peaks);
+    free(tm.peak.dirty);
+    tm.peak.peaks = NULL;
+    tm.peak.dirty = NULL;
+    tm.peak.dirty_cap = 0;
+}
+
+static size_t
+peak_memory(void)
+{
+    size_t memory = tm.peak.dirty_cap
+                    * (sizeof(*tm.peak.dirty) + sizeof(*tm.peak.peaks));
+    if (tm.peak.domains != NULL) {
+        memory += (tm.peak.domains_mask + 1)
+                  * (sizeof(*tm.peak.domains)
+                     + sizeof(*tm.peak.domains_dirty));
+    }
+    return memory;
+}
+
+/* Call VISIT on every node that has traces now or had some at the peak,
+   in any domain (compaction keeps them, I9). */
+static void
+peak_for_each_node(void (*visit)(uint32_t *node, void *arg), void *arg)
+{
+    for (uint32_t id = 1; id < tm.tree.nnodes; id++) {
+        cct_totals *t = &tm.peak.peaks[id].totals;
+        if (t->peak_count != 0 || t->live_count != 0) {
+            uint32_t ref = id;
+            visit(&ref, arg);
+        }
+    }
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            if (e->node != UINT32_MAX && e->node != 0
+                && (e->totals.peak_count != 0 || e->totals.live_count != 0)) {
+                uint32_t ref = e->node;
+                visit(&ref, arg);
+            }
+        }
+    }
+}
+
+/* Compaction renumbered the OLD_COUNT nodes to NEW_COUNT: REMAP[id] is the
+   new id of a kept node, 0 for a dropped one.  The totals follow their
+   node (moving down in id order never overwrites one not yet moved), the
+   dirty list is rebuilt from the flags, and other domains' totals are
+   renumbered into NEW_DOMAINS and NEW_DIRTY (allocated by the caller, the
+   size of the current table), those empty now and at the peak dropped. */
+static void
+peak_renumber(const uint32_t *remap, uint32_t old_count, uint32_t new_count,
+              cct_domain_totals *new_domains, uint32_t *new_dirty)
+{
+    for (uint32_t id = 1; id < old_count; id++) {
+        if (remap[id] != 0) {
+            tm.peak.peaks[remap[id]] = tm.peak.peaks[id];
+        }
+    }
+    memset(tm.peak.peaks + new_count, 0,
+           (old_count - new_count) * sizeof(*tm.peak.peaks));
+    tm.peak.ndirty = 0;
+    for (uint32_t id = 0; id < new_count; id++) {
+        if (tm.peak.peaks[id].dirty) {
+            tm.peak.dirty[tm.peak.ndirty++] = id;
+        }
+    }
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            if (e->node == UINT32_MAX) {
+                continue;
+            }
+            if (e->totals.peak_count == 0 && e->totals.live_count == 0) {
+                e->node = UINT32_MAX;
+                tm.peak.ndomains--;
+            }
+            else {
+                e->node = remap[e->node];
+            }
+        }
+        domain_totals_rebuild_into(new_domains, new_dirty,
+                                   tm.peak.domains_mask + 1);
+    }
+}
