@@ -40,6 +40,12 @@ PREFIX      ?= /usr/local
 # Shared by the fork's build and the pristine build of `make bench`, so that
 # both are compiled alike.
 CONFIGURE_FLAGS ?=
+# The engine relies on the GIL (or on its own lock for callers without it)
+# and on pymalloc's pools; the free-threaded build of 3.13 (--disable-gil,
+# Py_GIL_DISABLED) has neither.  Refused here, and after configure below.
+ifneq ($(filter --disable-gil,$(CONFIGURE_FLAGS)),)
+$(error the free-threaded build (--disable-gil) is not supported by the tracing engine)
+endif
 export BUILD_DIR
 
 .PHONY: all build help demo test deps prepare check-patches refresh-patches \
@@ -95,6 +101,10 @@ $(OBJ_DIR)/Makefile: | engine-ported prepare
 	@echo "build: configuring build/$(BASE)/obj (log in build/$(BASE)/obj/configure.log)"
 	cd $(OBJ_DIR) && $(SRC_DIR)/configure --prefix=$(PREFIX) $(CONFIGURE_FLAGS) > configure.log \
 	    || { tail -n 30 configure.log; exit 1; }
+	@if grep -q '^#define Py_GIL_DISABLED' $(OBJ_DIR)/pyconfig.h; then \
+	    echo "build: configure chose the free-threaded build (Py_GIL_DISABLED)," \
+	         "which the tracing engine does not support" >&2; \
+	    rm -f $(OBJ_DIR)/Makefile; exit 1; fi
 
 # ./python is a tiny script, not a symlink: it execs the real binary by its
 # path in build/BASE/obj, so sys.executable is that path and venvs (their

@@ -313,6 +313,14 @@ class MakeBaseTest(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("unknown BASE=3.12", out.stderr)
 
+    def test_free_threaded_build_refused(self):
+        for base in ("3.11", "3.13"):
+            out = self.make(f"BASE={base}", "CONFIGURE_FLAGS=--disable-gil",
+                            "build")
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn("free-threaded build (--disable-gil) is not "
+                          "supported", out.stderr)
+
     def test_unported_base_refuses_to_build(self):
         # Until the engine is ported, the fork is not built on 3.13; this
         # refusal happens before anything is laid out or configured.
