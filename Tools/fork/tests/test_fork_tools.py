@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -206,6 +207,52 @@ class PatchSeriesTest(unittest.TestCase):
                 self.assertIn(f"base {base}: all {len(series(base))} patches"
                               f" apply to pristine {os.path.basename(tarball)}"
                               " with zero fuzz", res.stdout)
+
+    def test_generated_cases_match_bytecodes(self):
+        # A base whose interpreter loop is generated from Python/bytecodes.c
+        # (3.12+): after the series, regenerating with upstream's generator
+        # gives back the patched generated files, so that a patch to
+        # bytecodes.c never ships with stale generated code.
+        generated = {"tier1_generator.py": "Python/generated_cases.c.h",
+                     "tier2_generator.py": "Python/executor_cases.c.h"}
+        checked = 0
+        for base in forkbase.bases():
+            with self.subTest(base=base):
+                try:
+                    tarball = cached_tarball(base)
+                except unittest.SkipTest as why:
+                    print(f"SKIPPED generated cases for base {base}: {why}")
+                    continue
+                with tempfile.TemporaryDirectory() as tree:
+                    subprocess.run(["tar", "-xf", tarball, "-C", tree,
+                                    "--strip-components=1"], check=True)
+                    tools = os.path.join(tree, "Tools", "cases_generator")
+                    if not os.path.isdir(tools):
+                        continue    # 3.11: ceval.c is written by hand
+                    checked += 1
+                    for name in series(base):
+                        with open(os.path.join(FORK, "patches", base,
+                                               name)) as patch:
+                            subprocess.run(
+                                ["patch", "-p1", "-d", tree, "--fuzz=0",
+                                 "--forward", "--no-backup-if-mismatch",
+                                 "-r", "-", "-s"],
+                                stdin=patch, check=True)
+                    for generator, target in generated.items():
+                        out = os.path.join(tree, "regenerated")
+                        subprocess.run(
+                            [sys.executable, os.path.join(tools, generator),
+                             "-o", out,
+                             os.path.join(tree, "Python", "bytecodes.c")],
+                            cwd=tree, check=True, stdout=subprocess.PIPE)
+                        with open(out) as f, \
+                                open(os.path.join(tree, target)) as g:
+                            self.assertTrue(f.read() == g.read(),
+                                            f"base {base}: {target} is not "
+                                            "what bytecodes.c generates")
+        if not checked:
+            self.skipTest("no base with a generated interpreter loop has its "
+                          "tarball in the cache")
 
     def test_every_patch_has_a_why(self):
         for base in forkbase.bases():
