@@ -10,9 +10,15 @@
 #      the machine's apt configuration is never touched.
 # The sha256 is checked every time, including for a cached copy.  A file that
 # does not match is never used: it is moved aside and the next source tried.
+#
+# `fetch-tarball.sh --apt-sources DIR` only writes the private apt sources
+# into DIR (read from $TRACEMALLOC_FORK_APT_ETC, default /etc/apt, and
+# $TRACEMALLOC_FORK_OS_RELEASE, default /etc/os-release), for the tests.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/pin.sh"
+apt_etc=${TRACEMALLOC_FORK_APT_ETC:-/etc/apt}
+os_release=${TRACEMALLOC_FORK_OS_RELEASE:-/etc/os-release}
 
 log() { echo "fetch-tarball: $*" >&2; }
 
@@ -56,21 +62,21 @@ from_python_org() {
 deb_src_sources() {
     local dir=$1 f codename found=1
     if [ -z "$DEBIAN_SUITE" ]; then
-        for f in /etc/apt/sources.list.d/*.sources; do
+        for f in "$apt_etc"/sources.list.d/*.sources; do
             [ -e "$f" ] || continue
             sed 's/^Types:.*$/Types: deb-src/' "$f" > "$dir/$(basename "$f")"
             found=0
         done
-        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        for f in "$apt_etc"/sources.list "$apt_etc"/sources.list.d/*.list; do
             [ -e "$f" ] || continue
             sed -n 's/^deb \(.*\)$/deb-src \1/p' "$f" > "$dir/$(basename "$f").list"
             found=0
         done
         return $found
     fi
-    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
-    [ -n "$codename" ] || { log "no VERSION_CODENAME in /etc/os-release"; return 1; }
-    for f in /etc/apt/sources.list.d/*.sources; do
+    codename=$(. "$os_release" 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || { log "no VERSION_CODENAME in $os_release"; return 1; }
+    for f in "$apt_etc"/sources.list.d/*.sources; do
         [ -e "$f" ] || continue
         # One deb822 stanza per paragraph: keep those whose Suites has the
         # codename itself (not -security, -updates), with their keyring.
@@ -88,7 +94,7 @@ deb_src_sources() {
         ' "$f" > "$dir/$(basename "$f")"
         [ -s "$dir/$(basename "$f")" ] && found=0
     done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    for f in "$apt_etc"/sources.list "$apt_etc"/sources.list.d/*.list; do
         [ -e "$f" ] || continue
         awk -v codename="$codename" -v suite="$DEBIAN_SUITE" '
             $1 == "deb" {
@@ -124,6 +130,12 @@ from_debian() {
     log "Debian's source package has no matching $DEBIAN_ORIG_TARBALL (got: $(cd "$state/dl" && ls | tr '\n' ' '))"
     return 1
 }
+
+if [ "${1:-}" = --apt-sources ]; then
+    mkdir -p "$2"
+    deb_src_sources "$2"
+    exit
+fi
 
 mkdir -p "$FORK_CACHE"
 cached=$FORK_CACHE/$UPSTREAM_TARBALL

@@ -187,6 +187,72 @@ class FetchTarballTest(unittest.TestCase):
         self.for_each_base(check)
 
 
+class DebianSourcesTest(unittest.TestCase):
+    """The private apt sources of the Debian fallback, from a made-up
+    machine configuration (fetch-tarball.sh --apt-sources)."""
+
+    DEB822 = (
+        "Types: deb\nURIs: http://mirror.example/debian\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/archive.gpg\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/archive.gpg\n")
+    ONE_LINE = (
+        "deb [arch=amd64 signed-by=/k.gpg] http://other.example/debian "
+        "bookworm main contrib\n"
+        "deb http://other.example/debian-security bookworm-security main\n"
+        "deb http://vendor.example/apt nodistro main\n")
+
+    def sources(self, base):
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root)
+        etc = os.path.join(root, "apt")
+        os.makedirs(os.path.join(etc, "sources.list.d"))
+        with open(os.path.join(etc, "sources.list.d", "a.sources"), "w") as f:
+            f.write(self.DEB822)
+        with open(os.path.join(etc, "sources.list.d", "b.list"), "w") as f:
+            f.write(self.ONE_LINE)
+        release = os.path.join(root, "os-release")
+        with open(release, "w") as f:
+            f.write("ID=debian\nVERSION_CODENAME=bookworm\n")
+        out = os.path.join(root, "out")
+        res = subprocess.run(
+            [os.path.join(FORK, "fetch-tarball.sh"), "--apt-sources", out],
+            env=dict(os.environ, TRACEMALLOC_FORK_BASE=base,
+                     TRACEMALLOC_FORK_APT_ETC=etc,
+                     TRACEMALLOC_FORK_OS_RELEASE=release),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        written = {}
+        for name in sorted(os.listdir(out)):
+            with open(os.path.join(out, name)) as f:
+                written[name] = f.read()
+        return written
+
+    def test_machine_suites_as_source(self):
+        # 3.11: the machine's own suites, every configured one, as deb-src.
+        written = self.sources("3.11")
+        self.assertEqual(written["a.sources"],
+                         self.DEB822.replace("Types: deb\n",
+                                             "Types: deb-src\n"))
+        self.assertEqual(written["b.list.list"],
+                         self.ONE_LINE.replace("deb ", "deb-src ", 1)
+                         .replace("\ndeb ", "\ndeb-src "))
+
+    def test_other_suite_from_the_machines_archive(self):
+        # 3.13: sid's main from the archives that serve the machine's
+        # release only (not -security, not a vendor's), keyring kept.
+        written = self.sources("3.13")
+        self.assertEqual(written["a.sources"],
+                         "Types: deb-src\nURIs: http://mirror.example/debian\n"
+                         "Suites: sid\nComponents: main\n"
+                         "Signed-By: /usr/share/keyrings/archive.gpg\n\n")
+        self.assertEqual(written["b.list.list"],
+                         "deb-src [arch=amd64 signed-by=/k.gpg] "
+                         "http://other.example/debian sid main\n")
+
+
 class PatchSeriesTest(unittest.TestCase):
     def test_check_patches(self):
         # Each base's series applies to that base's pristine tree with zero
