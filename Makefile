@@ -147,7 +147,7 @@ new-patch:
 install: build
 	$(MAKE) -C $(OBJ_DIR) install prefix=$(PREFIX) exec_prefix=$(PREFIX)
 	@Tools/fork/install-pytest-entry-point.sh \
-	    "$(DESTDIR)$(PREFIX)/lib/python$$(. Tools/fork/pin.sh && echo $${UPSTREAM_VERSION%.*})"
+	    "$(DESTDIR)$(PREFIX)/lib/python$(BASE)"
 
 # The engine's tests under AddressSanitizer and UndefinedBehaviorSanitizer,
 # in a second out-of-tree build of the same build/BASE/src.
