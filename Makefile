@@ -1,48 +1,82 @@
-# The tracemalloc fork of CPython 3.11.2.  `make help` lists the targets.
+# The tracemalloc fork of CPython.  `make help` lists the targets.
 #
-# build/pristine  upstream 3.11.2, extracted from the verified tarball
-# build/src       pristine + our files + Tools/fork/patches (the series)
-# build/obj       the out-of-tree build; ./python is a script exec'ing build/obj/python
+# BASE selects the upstream base: 3.11 (CPython 3.11.2, the default) or 3.13
+# (CPython 3.13.15).  Each base has its pin (Tools/fork/bases/BASE/pin.sh),
+# its patch series (Tools/fork/patches/BASE/) and its own build tree, so both
+# can exist side by side:
+#
+# build/BASE/pristine  upstream, extracted from the verified tarball
+# build/BASE/src       pristine + our files + Tools/fork/patches/BASE (the series)
+# build/BASE/obj       the out-of-tree build; ./python is a script exec'ing
+#                      build/BASE/obj/python for the base built last
+#
+# The default stays 3.11 until the engine is ported to 3.13 (issue 20, see
+# Doc/internals/tracemalloc-bases.rst); 3.13 becomes the default then.  Until
+# that port lands, `make BASE=3.13` lays out build/3.13/src, checks its
+# series and builds pristine 3.13.15, but refuses to build the fork
+# (ALLOW_UNPORTED=1 tries anyway).
 
-BUILD_DIR   := $(CURDIR)/build
+# The default base is FORK_DEFAULT_BASE of Tools/fork/pin.sh.
+ifeq ($(origin BASE),undefined)
+BASE        := $(shell sed -n 's/^FORK_DEFAULT_BASE=//p' Tools/fork/pin.sh)
+endif
+BASE_PIN    := $(shell here=Tools/fork; TRACEMALLOC_FORK_BASE="$(BASE)"; \
+                 . Tools/fork/pin.sh && echo "$$UPSTREAM_VERSION $$ENGINE_PORTED $$FORK_CACHE")
+ifneq ($(words $(BASE_PIN)),3)
+$(error unknown BASE=$(BASE): the bases are those of Tools/fork/bases/)
+endif
+BASE_VERSION  := $(word 1,$(BASE_PIN))
+ENGINE_PORTED := $(word 2,$(BASE_PIN))
+CACHE_DIR     := $(word 3,$(BASE_PIN))
+ALLOW_UNPORTED ?=
+export TRACEMALLOC_FORK_BASE := $(BASE)
+
+BUILD_DIR   := $(CURDIR)/build/$(BASE)
 OBJ_DIR     := $(BUILD_DIR)/obj
 SRC_DIR     := $(BUILD_DIR)/src
 FORK_PYTHON := $(CURDIR)/python
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX      ?= /usr/local
-CACHE_DIR   := $(shell . Tools/fork/pin.sh && echo $$FORK_CACHE)
 # Shared by the fork's build and the pristine build of `make bench`, so that
 # both are compiled alike.
 CONFIGURE_FLAGS ?=
+# The engine relies on the GIL (or on its own lock for callers without it)
+# and on pymalloc's pools; the free-threaded build of 3.13 (--disable-gil,
+# Py_GIL_DISABLED) has neither.  Refused here, and after configure below.
+ifneq ($(filter --disable-gil,$(CONFIGURE_FLAGS)),)
+$(error the free-threaded build (--disable-gil) is not supported by the tracing engine)
+endif
 export BUILD_DIR
 
 .PHONY: all build help demo test deps prepare check-patches refresh-patches \
         new-patch install clean distclean sanitizer-test tsan tsan-build \
         valgrind fuzz \
-        test-all clang-test
+        test-all clang-test engine-ported
 
 all: build
 
 help:
-	@echo "make                 build ./python (pristine 3.11.2 + our files + patches)"
+	@echo "make [BASE=3.11|3.13] build ./python (pristine $(BASE_VERSION) + our files + patches/$(BASE))"
+	@echo "                     BASE applies to every target; default 3.11 (3.13: engine not ported yet)"
 	@echo "make demo            build, then show a leak found under -X tracemalloc=25"
 	@echo "make test            build, then run the conformance, fork and regression tests"
-	@echo "make check-patches   apply the series to a fresh pristine tree, zero fuzz"
-	@echo "make refresh-patches regenerate the patches from edits in build/src"
+	@echo "make check-patches   apply the base's series to a fresh pristine tree, zero fuzz"
+	@echo "make refresh-patches regenerate the base's patches from edits in build/BASE/src"
 	@echo "make new-patch NAME=slug FILES='upstream/file ...'   start a new patch"
 	@echo "make install PREFIX=/opt/python-tm   install the fork"
-	@echo "make bench | bench-quick   fork vs pristine 3.11.2 benchmarks"
+	@echo "make bench | bench-quick   fork vs pristine $(BASE_VERSION) benchmarks"
+	@echo "make bench-pristine  build pristine $(BASE_VERSION) with the same flags (cached)"
 	@echo "make bench-leakcheck  cost of a leak check in a 10^5-live-trace process"
 	@echo "make test-real-suites the pytest plugin on real projects' suites (Debian sources)"
 	@echo "make bench-pytest-leakcheck  wall-time factor of pytest --tracemalloc-leaks"
 	@echo "make bench-instructions | bench-longrun | bench-snapshots   one benchmark suite"
-	@echo "make sanitizer-test  ASan+UBSan build (build/asan), engine tests and a traced suite slice"
-	@echo "make tsan            ThreadSanitizer build (build/tsan), thread tests and stress under it"
-	@echo "make clang-test      clang build (build/clang), the engine's tests under it"
+	@echo "make sanitizer-test  ASan+UBSan build (build/BASE/asan), engine tests and a traced suite slice"
+	@echo "make tsan            ThreadSanitizer build (build/BASE/tsan), thread tests and stress under it"
+	@echo "make clang-test      clang build (build/BASE/clang), the engine's tests under it"
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
 	@echo "make fuzz            fuzz Snapshot.load() for FUZZ_SECONDS (default 300)"
 	@echo "make test-all [TESTS='test_gc ...'] [CHUNK=40 [RESUME=1]]  the whole suite: fork, fork traced, pristine"
-	@echo "make clean | distclean"
+	@echo "make clean | distclean   (distclean removes build/BASE; build/ holds every base)"
 
 deps:
 	@Tools/fork/deps.sh
@@ -50,21 +84,39 @@ deps:
 prepare: deps
 	@Tools/fork/prepare-tree.sh
 
-$(OBJ_DIR)/Makefile: | prepare
+# The engine's C files are written for the bases whose pin says
+# ENGINE_PORTED=yes; the other bases can be laid out and checked, not built.
+engine-ported:
+ifneq ($(ENGINE_PORTED)$(ALLOW_UNPORTED),no)
+	@true
+else
+	@echo "build: the engine is not ported to base $(BASE) ($(BASE_VERSION)) yet:" >&2
+	@echo "  make BASE=$(BASE) prepare | check-patches | bench-pristine work today;" >&2
+	@echo "  ALLOW_UNPORTED=1 tries the build anyway (see Doc/internals/tracemalloc-bases.rst)" >&2
+	@exit 1
+endif
+
+$(OBJ_DIR)/Makefile: | engine-ported prepare
 	mkdir -p $(OBJ_DIR)
-	@echo "build: configuring build/obj (log in build/obj/configure.log)"
+	@echo "build: configuring build/$(BASE)/obj (log in build/$(BASE)/obj/configure.log)"
 	cd $(OBJ_DIR) && $(SRC_DIR)/configure --prefix=$(PREFIX) $(CONFIGURE_FLAGS) > configure.log \
 	    || { tail -n 30 configure.log; exit 1; }
+	@if grep -q '^#define Py_GIL_DISABLED' $(OBJ_DIR)/pyconfig.h; then \
+	    echo "build: configure chose the free-threaded build (Py_GIL_DISABLED)," \
+	         "which the tracing engine does not support" >&2; \
+	    rm -f $(OBJ_DIR)/Makefile; exit 1; fi
 
 # ./python is a tiny script, not a symlink: it execs the real binary by its
-# path in build/obj, so sys.executable is that path and venvs (their `home`)
-# and children started with a made-up argv[0] find the build tree, as they do
-# with build/obj/python itself.  (Through a symlink, sys.executable named the
-# repository root, which Python does not recognise as a build directory.)
-build: prepare $(OBJ_DIR)/Makefile
-	@echo "build: compiling in build/obj with $(JOBS) jobs (from scratch: several minutes)"
+# path in build/BASE/obj, so sys.executable is that path and venvs (their
+# `home`) and children started with a made-up argv[0] find the build tree, as
+# they do with build/BASE/obj/python itself.  (Through a symlink,
+# sys.executable named the repository root, which Python does not recognise
+# as a build directory.)  It runs the base built last.
+build: engine-ported prepare $(OBJ_DIR)/Makefile
+	@echo "build: compiling base $(BASE) in build/$(BASE)/obj with $(JOBS) jobs (from scratch: several minutes)"
 	$(MAKE) -C $(OBJ_DIR) -j$(JOBS) -s
-	@printf '#!/bin/sh\n# Written by `make build`: run the fork from its build tree.\nexec "%s" "$$@"\n' \
+	@printf '#!/bin/sh\n# Written by `make build` (BASE=%s): run the fork from its build tree.\nexec "%s" "$$@"\n' \
+	    "$(BASE)" \
 	    "$(OBJ_DIR)/python" > $(FORK_PYTHON).tmp
 	@chmod +x $(FORK_PYTHON).tmp && mv -f $(FORK_PYTHON).tmp $(FORK_PYTHON)
 	@$(FORK_PYTHON) -c "import ssl, ctypes, zlib, sqlite3, lzma, bz2, readline, uuid, dbm.gnu" \
@@ -95,12 +147,12 @@ new-patch:
 install: build
 	$(MAKE) -C $(OBJ_DIR) install prefix=$(PREFIX) exec_prefix=$(PREFIX)
 	@Tools/fork/install-pytest-entry-point.sh \
-	    "$(DESTDIR)$(PREFIX)/lib/python$$(. Tools/fork/pin.sh && echo $${UPSTREAM_VERSION%.*})"
+	    "$(DESTDIR)$(PREFIX)/lib/python$(BASE)"
 
 # The engine's tests under AddressSanitizer and UndefinedBehaviorSanitizer,
-# in a second out-of-tree build of the same build/src.
+# in a second out-of-tree build of the same build/BASE/src.
 ASAN_DIR := $(BUILD_DIR)/asan
-sanitizer-test: prepare
+sanitizer-test: engine-ported prepare
 	mkdir -p $(ASAN_DIR)
 	test -f $(ASAN_DIR)/Makefile || (cd $(ASAN_DIR) && $(SRC_DIR)/configure \
 	    --with-address-sanitizer --with-undefined-behavior-sanitizer > configure.log)
@@ -127,7 +179,7 @@ CLANG_DIR := $(BUILD_DIR)/clang
 CLANG_TESTS := test.test_tracemalloc test.test_tracemalloc_engine \
     test.test_tracemalloc_hardening test.test_tracemalloc_peak \
     test.test_tracemalloc_threads test.test_tracemalloc_stress
-clang-test: prepare
+clang-test: engine-ported prepare
 	@command -v clang >/dev/null || { echo "clang-test: apt-get install clang" >&2; exit 1; }
 	mkdir -p $(CLANG_DIR)
 	test -f $(CLANG_DIR)/Makefile || (cd $(CLANG_DIR) && $(SRC_DIR)/configure \
@@ -151,7 +203,7 @@ TSAN_FLAGS := -fsanitize=thread -DPY_TRACEMALLOC_NO_MEMBARRIER
 TSAN_ENV   := TSAN_OPTIONS="exitcode=0 halt_on_error=0 second_deadlock_stack=1 \
     die_after_fork=0 report_signal_unsafe=0 allocator_may_return_null=1 \
     suppressions=$(CURDIR)/Tools/fork/tsan.supp log_path=$(TSAN_DIR)/tsan-report"
-tsan-build: prepare
+tsan-build: engine-ported prepare
 	mkdir -p $(TSAN_DIR)
 	test -f $(TSAN_DIR)/Makefile || (cd $(TSAN_DIR) && $(SRC_DIR)/configure \
 	    CFLAGS="$(TSAN_FLAGS)" LDFLAGS="-fsanitize=thread" > configure.log)

@@ -40,11 +40,12 @@ PYTEST_DISTRIBUTIONS = re.compile(
 
 def _repository():
     """The fork's repository: this file is in its Lib/test, or in the
-    Lib/test of its build tree, build/src."""
+    Lib/test of its build tree, build/BASE/src."""
     lib_parent = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     for candidate in (lib_parent,
-                      os.path.dirname(os.path.dirname(lib_parent))):
+                      os.path.dirname(os.path.dirname(
+                          os.path.dirname(lib_parent)))):
         if os.path.isfile(os.path.join(candidate, "Tools", "fork",
                                        "pin.sh")):
             return candidate

@@ -7,8 +7,10 @@
 #     make -f Tools/bench/bench.mk bench-quick FORK_PYTHON=/path/to/python
 #
 # Targets
-#   bench-pristine  build unmodified CPython 3.11.2 from the verified tarball
-#                   with the fork's configure/compiler flags (cached)
+#   bench-pristine  build unmodified upstream CPython of the base (BASE=3.11,
+#                   the default: 3.11.2; BASE=3.13: 3.13.15) from the
+#                   verified tarball with the fork's configure/compiler
+#                   flags (cached, one build per base and flags)
 #   bench           full suite (time, memory, scaling, instructions,
 #                   longrun, snapshots); writes Tools/bench/RESULTS.md and
 #                   the README.md summary
@@ -20,6 +22,7 @@
 #                   latest saved run (Tools/bench/results/latest-full.json)
 #
 # Variables (all overridable; the top-level Makefile normally sets them)
+#   BASE             the upstream base (Tools/fork/bases/BASE/pin.sh)
 #   CACHE_DIR        tarball / pristine-build cache
 #   BUILD_DIR        the fork's build directory (informational here)
 #   FORK_PYTHON      the fork's interpreter
@@ -46,8 +49,18 @@ BENCH_ARGS      ?=
 BENCH_NICE      ?= nice -n 10
 BENCH_JOBS      ?= 2
 
-PY_VERSION        := 3.11.2
-PY_TARBALL_SHA256 := 2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
+# The base's pin (version and sha256) comes from Tools/fork/pin.sh, the same
+# file the fork's build and fetch-tarball.sh read.
+BENCH_PIN := $(shell here="$(BENCH_REPO_ROOT)/Tools/fork"; \
+	TRACEMALLOC_FORK_BASE="$(BASE)"; . "$$here/pin.sh" && \
+	echo "$$FORK_BASE $$UPSTREAM_VERSION $$UPSTREAM_SHA256 $$UPSTREAM_TARBALL")
+ifneq ($(words $(BENCH_PIN)),4)
+$(error bench.mk: no pin for BASE=$(BASE) (see Tools/fork/bases/))
+endif
+BASE              := $(word 1,$(BENCH_PIN))
+PY_VERSION        := $(word 2,$(BENCH_PIN))
+PY_TARBALL_SHA256 := $(word 3,$(BENCH_PIN))
+PY_TARBALL        := $(word 4,$(BENCH_PIN))
 BENCH_FETCH       := $(BENCH_REPO_ROOT)/Tools/fork/fetch-tarball.sh
 
 # Host interpreter only drives the runner; children are the two builds.
@@ -93,16 +106,16 @@ bench-pristine-path:
 $(PRISTINE_STAMP):
 	@set -e; \
 	if [ -x "$(BENCH_FETCH)" ]; then \
-	    tarball=$$("$(BENCH_FETCH)"); \
+	    tarball=$$(TRACEMALLOC_FORK_BASE=$(BASE) "$(BENCH_FETCH)"); \
 	else \
-	    tarball="$(CACHE_DIR)/Python-$(PY_VERSION).tgz"; \
+	    tarball="$(CACHE_DIR)/$(PY_TARBALL)"; \
 	    echo "bench-pristine: $(BENCH_FETCH) not found, using $$tarball" >&2; \
 	fi; \
 	test -f "$$tarball" || { echo "bench-pristine: no tarball at $$tarball" >&2; exit 1; }; \
 	echo "$(PY_TARBALL_SHA256)  $$tarball" | sha256sum -c --quiet - \
 	    || { echo "bench-pristine: checksum mismatch for $$tarball" >&2; exit 1; }; \
 	rm -rf "$(PRISTINE_DIR)"; mkdir -p "$(PRISTINE_DIR)"; \
-	tar -xzf "$$tarball" -C "$(PRISTINE_DIR)"; \
+	tar -xf "$$tarball" -C "$(PRISTINE_DIR)"; \
 	src="$(PRISTINE_SRC)"; \
 	echo "bench-pristine: ./configure $(BENCH_CONFIGURE_ARGS)  (in $$src)"; \
 	( cd "$$src" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(BENCH_NICE) ./configure $(BENCH_CONFIGURE_ARGS) > configure.log 2>&1 ) \
@@ -110,7 +123,7 @@ $(PRISTINE_STAMP):
 	echo "bench-pristine: make -j$(BENCH_JOBS) (log: $$src/build.log)"; \
 	( cd "$$src" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES $(BENCH_NICE) make -j$(BENCH_JOBS) > build.log 2>&1 ) \
 	    || { tail -n 40 "$$src/build.log" >&2; exit 1; }; \
-	"$$src/python" -c 'import sys, tracemalloc, json, re, asyncio, _json, _asyncio; assert sys.version_info[:3] == (3, 11, 2), sys.version'; \
+	"$$src/python" -c 'import sys, tracemalloc, json, re, asyncio, _json, _asyncio; assert "%d.%d.%d" % sys.version_info[:3] == "$(PY_VERSION)", sys.version'; \
 	{ echo "version=$(PY_VERSION)"; \
 	  echo "configure=$(BENCH_CONFIGURE_ARGS)"; \
 	  echo "cc=$(BENCH_CC_VERSION)"; \

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Apply the whole series to a fresh pristine tree with zero fuzz and no
-# offsets.  Any drift (a hunk that needs fuzz or lands at another line, a
+# Apply the chosen base's whole series (patches/BASE, BASE from
+# $TRACEMALLOC_FORK_BASE, see pin.sh) to a fresh pristine tree of that base
+# with zero fuzz and no offsets.  Any drift (a hunk that needs fuzz or lands at another line, a
 # patch that fails, a file claimed by two patches or also shipped whole by
 # us, a patch without a Description header) fails loudly.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+. "$here/pin.sh"
 tarball=$("$here/fetch-tarball.sh")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-tar -xzf "$tarball" -C "$tmp" --strip-components=1
+tar -xf "$tarball" -C "$tmp" --strip-components=1
 status=0
 declare -A owner=()
 mapfile -t overlay < <(cd "$repo" && "$here/list-overlay.sh")
 for f in "${overlay[@]}"; do owner[$f]="our own file"; done
 count=0
 while read -r p; do
-    file=$here/patches/$p
+    file=$FORK_PATCHES/$p
     [ -f "$file" ] || { echo "FAIL $p: listed in series but missing"; status=1; continue; }
     grep -q '^Description: ' "$file" || { echo "FAIL $p: no Description: header"; status=1; }
     while read -r f; do
@@ -34,12 +36,12 @@ while read -r p; do
     fi
     count=$((count + 1))
 done < <("$here/series.sh")
-for p in "$here"/patches/*.patch; do
+for p in "$FORK_PATCHES"/*.patch; do
     [ -e "$p" ] || continue
     "$here/series.sh" | grep -qx "$(basename "$p")" || { echo "FAIL $(basename "$p"): not in series"; status=1; }
 done
 if [ $status = 0 ]; then
-    echo "check-patches: all $count patches apply to pristine $(basename "$tarball") with zero fuzz"
+    echo "check-patches: base $FORK_BASE: all $count patches apply to pristine $(basename "$tarball") with zero fuzz"
 else
     echo "check-patches: FAILED" >&2
 fi

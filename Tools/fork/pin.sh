@@ -1,12 +1,18 @@
-# The pinned upstream base of the fork.  Sourced by the scripts beside it.
-# To rebase onto another 3.11.x release, change these three lines, then run
-# `make check-patches` and fix any patch that no longer applies (README).
-UPSTREAM_VERSION=3.11.2
-UPSTREAM_TARBALL=Python-$UPSTREAM_VERSION.tgz
-UPSTREAM_SHA256=2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
-UPSTREAM_URL=https://www.python.org/ftp/python/$UPSTREAM_VERSION/$UPSTREAM_TARBALL
-# Debian's source package whose .orig tarball is byte-identical.
-DEBIAN_SOURCE_PACKAGE=python${UPSTREAM_VERSION%.*}
+# The fork's upstream bases.  Sourced (POSIX sh) by the scripts beside it and
+# by the Makefile, with $here set to this directory.
+#
+# Each base has its pin in bases/BASE/pin.sh (version, tarball, sha256, where
+# to fetch it) and its patch series in patches/BASE/.  The base is chosen by
+# $TRACEMALLOC_FORK_BASE (`make BASE=...` sets it).  The default stays 3.11
+# until the engine is ported to 3.13; then 3.13 becomes the default.
+FORK_DEFAULT_BASE=3.11
+FORK_BASE=${TRACEMALLOC_FORK_BASE:-$FORK_DEFAULT_BASE}
+if [ ! -f "$here/bases/$FORK_BASE/pin.sh" ]; then
+    echo "pin.sh: unknown base '$FORK_BASE' (bases: $(ls "$here/bases" | tr '\n' ' '))" >&2
+    return 1 2>/dev/null || exit 1
+fi
+. "$here/bases/$FORK_BASE/pin.sh"
+FORK_PATCHES=$here/patches/$FORK_BASE
 
 # Where verified tarballs and pristine builds are cached (outside the repo).
 FORK_CACHE=${TRACEMALLOC_FORK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tracemalloc-fork}

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Lay out the build tree: pristine upstream + our files + the patch series.
+# Lay out the build tree of the chosen base (BASE, from $TRACEMALLOC_FORK_BASE;
+# see pin.sh): pristine upstream + our files + the base's patch series.
 #
-#   build/pristine/  the verified upstream tarball, extracted, never edited
-#   build/src/       the working source tree that configure and make use
+#   build/BASE/pristine/  the verified upstream tarball, extracted, never edited
+#   build/BASE/src/       the working source tree that configure and make use
+#
+# BUILD_DIR overrides build/BASE (make sets it).
 #
 # Only files whose content changes are rewritten in build/src, so editing one
 # of our files and running `make` again rebuilds only what depends on it.
@@ -11,12 +14,22 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$here/pin.sh"
-build=${BUILD_DIR:-$repo/build}
+build=${BUILD_DIR:-$repo/build/$FORK_BASE}
 pristine=$build/pristine
 src=$build/src
 manifest=$build/managed-files.txt
 
 die() { echo "prepare-tree: error: $*" >&2; exit 1; }
+
+# Before per-base trees, the build lived in build/{pristine,src,obj}.
+for old in pristine src obj; do
+    if [ -d "$repo/build/$old" ] && [ "$build" != "$repo/build" ]; then
+        echo "prepare-tree: note: build/$old is from the old single-base layout" \
+             "and is no longer used (the tree is now $build); remove it with" \
+             "rm -rf build/pristine build/src build/obj build/asan build/tsan build/clang" >&2
+        break
+    fi
+done
 
 # 1. The pristine tree, re-extracted when the pin changes.
 if [ "$(cat "$pristine/.fork-version" 2>/dev/null)" != "$UPSTREAM_SHA256" ]; then
@@ -24,7 +37,7 @@ if [ "$(cat "$pristine/.fork-version" 2>/dev/null)" != "$UPSTREAM_SHA256" ]; the
     echo "prepare-tree: extracting $UPSTREAM_TARBALL" >&2
     rm -rf "$pristine" "$src" "$build/obj" "$manifest"
     mkdir -p "$pristine"
-    tar -xzf "$tarball" -C "$pristine" --strip-components=1
+    tar -xf "$tarball" -C "$pristine" --strip-components=1
     echo "$UPSTREAM_SHA256" > "$pristine/.fork-version"
 fi
 if [ ! -d "$src" ]; then
@@ -51,7 +64,7 @@ for f in "${patched[@]}"; do
 done
 while read -r p; do
     if ! out=$(patch -p1 -d "$stage" --fuzz=0 --forward --no-backup-if-mismatch \
-                     -r - < "$here/patches/$p" 2>&1); then
+                     -r - < "$FORK_PATCHES/$p" 2>&1); then
         echo "$out" >&2
         files=$(echo "$out" | sed -n 's/^patching file //p' | tr '\n' ' ')
         die "patch $p does not apply (files: $files)"

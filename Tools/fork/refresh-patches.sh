@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate every patch of the series from the edits made in build/src.
+# Regenerate every patch of the chosen base's series (patches/BASE) from the
+# edits made in that base's build tree (BUILD_DIR, build/BASE from make).
 # Each patch keeps its header (everything before its first diff) and is
 # rebuilt as a diff of its files, pristine against build/src.  A file belongs
 # to exactly one patch.  Edited upstream files that no patch owns are listed,
@@ -7,7 +8,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${BUILD_DIR:-$repo/build}
+. "$here/pin.sh"
+build=${BUILD_DIR:-$repo/build/$FORK_BASE}
 pristine=$build/pristine
 src=$build/src
 [ -d "$src" ] || { echo "refresh-patches: no build tree; run make first" >&2; exit 1; }
@@ -23,7 +25,7 @@ diff_file() {
 
 declare -A owner=()
 while read -r p; do
-    file=$here/patches/$p
+    file=$FORK_PATCHES/$p
     mapfile -t files < <("$here/patch-files.sh" "$file" | awk '!seen[$0]++')
     for f in "${files[@]}"; do
         [ -z "${owner[$f]:-}" ] || { echo "refresh-patches: $f is in both ${owner[$f]} and $p" >&2; exit 1; }
@@ -47,13 +49,13 @@ for f in "${overlay[@]}"; do owner[$f]=ours; done
 { diff -rq "$pristine" "$src" 2>/dev/null || true; } | sed -n 's|^Files '"$pristine"'/\(.*\) and .* differ$|\1|p' |
 while read -r f; do
     case "${owner[$f]:-}" in
-        "") echo "refresh-patches: warning: $f is edited in build/src but no patch owns it;"
-            echo "  start one with: make new-patch NAME=short-slug FILES=$f" ;;
+        "") echo "refresh-patches: warning: $f is edited in build/$FORK_BASE/src but no patch owns it;"
+            echo "  start one with: make BASE=$FORK_BASE new-patch NAME=short-slug FILES=$f" ;;
     esac
 done >&2
 for f in "${overlay[@]}"; do
     if [ -e "$src/$f" ] && ! cmp -s "$repo/$f" "$src/$f"; then
-        echo "refresh-patches: warning: build/src/$f differs from the repo's $f;" \
-             "our files are edited in the repo, not in build/src" >&2
+        echo "refresh-patches: warning: build/$FORK_BASE/src/$f differs from the repo's $f;" \
+             "our files are edited in the repo, not in build/$FORK_BASE/src" >&2
     fi
 done

@@ -12,9 +12,11 @@ import tempfile
 import textwrap
 import unittest
 
+import forkbase
+
 FORK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(os.path.dirname(FORK))
-BUILD = os.environ.get("BUILD_DIR", os.path.join(REPO, "build"))
+BUILD = forkbase.build_dir()
 
 
 def run(*args, **env):
@@ -64,7 +66,8 @@ class RefreshDeletionTest(unittest.TestCase):
             fork = os.path.join(tmp, "Tools", "fork")
             shutil.copytree(FORK, fork, ignore=shutil.ignore_patterns(
                 "tests", "__pycache__"))
-            patches = os.path.join(fork, "patches")
+            patches = os.path.join(fork, "patches",
+                                   forkbase.chosen_base())
             for name in os.listdir(patches):
                 os.unlink(os.path.join(patches, name))
             with open(os.path.join(patches, "series"), "w") as file:

@@ -1,4 +1,4 @@
-"""./python behaves like the real binary it runs (build/obj/python).
+"""./python behaves like the real binary it runs (build/BASE/obj/python).
 
 `make build` writes ./python as a small script that execs the real binary
 by its path.  A symlink was not enough: sys.executable then named the
@@ -13,10 +13,12 @@ import subprocess
 import tempfile
 import unittest
 
+import forkbase
+
 FORK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(os.path.dirname(FORK))
 PYTHON = os.path.join(REPO, "python")
-REAL = os.path.join(REPO, "build", "obj", "python")
+REAL = os.path.join(forkbase.build_dir(), "obj", "python")
 
 
 def run(args, **kwargs):
