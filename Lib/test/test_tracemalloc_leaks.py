@@ -511,6 +511,67 @@ class BoundedAndIntermittentTest(unittest.TestCase):
                 self.assertIn(site.rounds_grown, (2, 3))
 
 
+HARNESS_THREAD = """
+import threading
+
+received = []
+request = threading.Semaphore(0)
+done = threading.Semaphore(0)
+
+stopping = False
+
+def serve():
+    while True:
+        request.acquire()
+        if stopping:
+            return
+        received.append(bytearray(1000))    # a message kept by the harness
+        done.release()
+
+thread = threading.Thread(target=serve)
+thread.start()
+
+def workload():
+    request.release()
+    done.acquire()
+
+def stop():
+    global stopping
+    stopping = True
+    request.release()
+    thread.join()
+"""
+
+
+class HarnessThreadTest(unittest.TestCase):
+    """A thread of the code that runs the workload (pytest-xdist's execnet
+    receiving its controller's messages) allocates while the check runs:
+    with its directory in harness_directories, that is not the workload's
+    leak; without, a thread's growth is the workload's (it may have
+    started the thread)."""
+
+    def setUp(self):
+        directory = self.enterContext(os_helper.temp_dir())
+        with open(os.path.join(directory, 'harness_mod.py'), 'w') as f:
+            f.write(HARNESS_THREAD)
+        self.enterContext(import_helper.DirsOnSysPath(directory))
+        self.addCleanup(import_helper.unload, 'harness_mod')
+        import harness_mod
+        self.addCleanup(harness_mod.stop)
+        self.module = harness_mod
+        self.directory = directory
+
+    def test_harness_thread_is_not_the_workload(self):
+        report = leaks.check(self.module.workload,
+                             harness_directories=[self.directory])
+        self.assertFalse(report, report.format())
+
+    def test_other_threads_are_the_workload(self):
+        report = leaks.check(self.module.workload)
+        self.assertTrue(report)
+        self.assertEqual(report.sites[0].filename, self.module.__file__)
+
+
 class AttributionTest(unittest.TestCase):
     """The target's allocations are never the checker's (issue 21, item 7):
     C callables given directly, and finalizers run by the checker's own

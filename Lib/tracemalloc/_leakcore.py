@@ -162,17 +162,24 @@ class Ownership:
     frame is a line that calls the workload (call_workload()'s, or a
     registered helper's), even when it is the innermost frame -- then a C
     callable called directly as the workload allocated the memory -- and
-    the tool's otherwise.
+    the tool's otherwise.  A traceback that reaches none of the package's
+    files but a file under one of *harness_directories* is the harness's:
+    a thread of the code that runs the workload (pytest-xdist's execnet
+    receiving its controller's messages), not the workload's.
     """
 
-    def __init__(self):
+    def __init__(self, harness_directories=()):
         self._own_files = package_files()
+        self._harness = tuple(os.path.join(os.path.abspath(directory), '')
+                              for directory in harness_directories)
 
     def is_workload(self, frames):
         own_files = self._own_files
         # Most tracebacks never reach this package: one C-level pass.
         if own_files.isdisjoint(map(_FILENAME, frames)):
-            return True
+            harness = self._harness
+            return not (harness and any(filename.startswith(harness)
+                                        for filename, _ in frames))
         for frame in frames:
             if frame[0] in own_files:
                 return frame in _WORKLOAD_CALLS

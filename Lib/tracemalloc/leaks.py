@@ -144,6 +144,13 @@ class LeakCheck:
     The check raises LeakCheckError, with no verdict, when tracing was
     stopped, cleared (clear_traces()) or restarted while it ran.
 
+    *harness_directories* names the directories of a harness that runs
+    the workload with threads of its own (pytest-xdist's execnet, which
+    receives messages from its controller while a test runs): an
+    allocation whose traceback reaches one of them and none of this
+    package's lines is the harness's, not the workload's.  Other threads'
+    allocations are the workload's (it may have started them).
+
     Only per-traceback totals are kept between rounds, never a whole
     snapshot, unless *keep_snapshots* is true: then *first_snapshot* and
     *last_snapshot* are Snapshot objects of the workload's traces at the
@@ -153,7 +160,7 @@ class LeakCheck:
     def __init__(self, *, warmup=DEFAULT_WARMUP, rounds=DEFAULT_ROUNDS,
                  threshold=DEFAULT_THRESHOLD, min_rounds=None,
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
-                 keep_snapshots=False):
+                 keep_snapshots=False, harness_directories=()):
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
@@ -172,6 +179,7 @@ class LeakCheck:
         self.cleanup = cleanup
         self.title = title
         self.keep_snapshots = keep_snapshots
+        self.harness_directories = tuple(harness_directories)
         self.first_snapshot = self.last_snapshot = None
         self.report = None
         self._iterator = None
@@ -231,7 +239,7 @@ class LeakCheck:
             tracemalloc.start(self.nframe)
             self._started_tracing = True
         self._guard = _leakcore.TracingGuard()
-        self._ownership = _leakcore.Ownership()
+        self._ownership = _leakcore.Ownership(self.harness_directories)
         self._recorder = _leakcore.Recorder(self.rounds)
         if self.warmup == 0:
             self._snapshot()

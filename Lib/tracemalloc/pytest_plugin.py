@@ -39,6 +39,7 @@ the verdicts travel with the test reports, so the controller prints it.
 import functools
 import os
 import re
+import sys
 import warnings
 
 import pytest
@@ -160,8 +161,20 @@ def _check_options(item):
                              f"{', '.join(OPTION_NAMES)})")
         options.update(marker.kwargs)
     options["title"] = item.nodeid
+    options["harness_directories"] = _thread_harness_directories()
     leaks.LeakCheck(**options)          # ValueError on a bad value
     return options
+
+
+def _thread_harness_directories():
+    """The directories of the harness code that allocates in threads of
+    its own while a test runs: pytest-xdist's worker receives its
+    controller's messages in an execnet thread, whose allocations are
+    neither the test's nor leaks."""
+    module = sys.modules.get("execnet")
+    if module is None or getattr(module, "__file__", None) is None:
+        return ()
+    return (os.path.dirname(module.__file__),)
 
 
 def _verdict(status, reason="", **fields):
