@@ -165,7 +165,7 @@ sanitizer-test: engine-ported prepare
 	    TrackTest,test.test_tracemalloc_engine.$(c)) test.test_tracemalloc_stress \
 	    test.test_tracemalloc_hardening test.test_tracemalloc_peak \
 	    test.test_tracemalloc_threads test.test_tracemalloc_module \
-	    test.test_tracemalloc_fuzz_corpus
+	    test.test_tracemalloc_fuzz_corpus test.test_tracemalloc_edgecases
 	# A slice of the regression suite, traced: what the engine meets most.
 	# -W prints a failing test's output (which test, what it said), still
 	# as a failure.
@@ -215,7 +215,7 @@ tsan: tsan-build
 	rm -f $(TSAN_DIR)/tsan-report.*
 	cd $(TSAN_DIR) && $(TSAN_ENV) ./python -m unittest \
 	    $(foreach c,ThreadStressTest ForkTest TrackTest,test.test_tracemalloc_engine.$(c)) \
-	    test.test_tracemalloc_stress
+	    test.test_tracemalloc_stress test.test_tracemalloc_edgecases
 	@Tools/fork/sanitizer-reports.sh tsan $(TSAN_DIR)/tsan-report
 
 # Valgrind on the tracemalloc tests, with the system allocator so that

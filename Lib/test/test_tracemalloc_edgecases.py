@@ -93,6 +93,8 @@ class TrackFreedPoolBlockTest(EngineTest):
         # replaces the tracked one (one key, one trace), and its free
         # leaves none.
         addr = _testtracemalloc.track_freed_then_reallocate(200)
+        if addr is None:
+            self.skipTest('the allocator did not hand the address out again')
         _testtracemalloc.check_consistency()
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertIn(200, sizes)
