@@ -261,7 +261,7 @@ _PyTraceMalloc_GetTraceNode(unsigned int domain, uintptr_t ptr,
 uintptr_t
 _PyTraceMalloc_ObjectBlock(PyObject *obj)
 {
-    return object_block(obj);
+    return base_object_block(obj);
 }
 
 /* Bytes of the engine's own bookkeeping. */

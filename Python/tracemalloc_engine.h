@@ -27,6 +27,9 @@
  *                                    cache and the line cache
  *  Python/tracemalloc_peak.c         per-node totals now and at the peak
  *  Python/tracemalloc_compact.c      compaction of the tree
+ *  Python/tracemalloc_base.h         the adapter: the interpreter's frame,
+ *                                    code and thread-state fields, from
+ *                                    tracemalloc_base311.h (one per base)
  *
  * Every invariant these files rely on (what each cache may hold, what
  * invalidates it, what may be touched without the GIL or the lock, what
@@ -44,6 +47,7 @@
 #include "pycore_frame.h"
 #include "pycore_pystate.h"       // _PyThreadState_GET()
 #include "pycore_tracemalloc.h"
+#include "tracemalloc_base.h"     // the interpreter's fields, per base
 
 #include <stdatomic.h>
 

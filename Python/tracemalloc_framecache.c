@@ -56,7 +56,7 @@ line_of(PyCodeObject *code, int lasti, uint32_t *range)
 {
     *range = 0;
     if (lasti < 0) {
-        return code->co_firstlineno;    /* like PyCode_Addr2Line() */
+        return base_code_firstlineno(code);   /* like PyCode_Addr2Line() */
     }
     PyCodeAddressRange bounds;
     _PyCode_InitAddressRange(code, &bounds);
@@ -77,7 +77,7 @@ line_of(PyCodeObject *code, int lasti, uint32_t *range)
         start = b.ar_start;
     }
     /* In the memo's unit (memo_offset()). */
-    int base = (int)memo_offset(code, _PyCode_CODE(code));
+    int base = (int)memo_offset(code, base_code_first_instr(code));
     start += base;
     end += base;
     if (end - start > RANGE_MAX) {
@@ -188,8 +188,8 @@ frame_node_miss(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
                 cct_cache_entry *e)
 {
     int nomem = 0;
-    PyCodeObject *code = frame->f_code;
-    int lasti = _PyInterpreterFrame_LASTI(frame);
+    PyCodeObject *code = base_frame_code(frame);
+    int lasti = base_frame_lasti(frame);
     tm.framecache.cache_misses++;
     uint32_t epoch = tm.framecache.code_epochs[code_epoch_slot(code)];
     /* Keyed without the parent: every caller's entry for the site. */
@@ -205,7 +205,7 @@ frame_node_miss(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
     }
     else {
         lineno = line_of(code, lasti, &range);
-        filename = string_intern(code->co_filename, &nomem);
+        filename = string_intern(base_code_filename(code), &nomem);
         if (nomem) {
             return UINT32_MAX;
         }
@@ -245,7 +245,8 @@ static inline int
 frame_memo(const _PyInterpreterFrame *frame, _PyTraceMalloc_Node *node)
 {
     uint64_t last = frame->tracemalloc_last;
-    uint32_t at = memo_offset(frame->f_code, frame->prev_instr);
+    uint32_t at = memo_offset(base_frame_code(frame),
+                              base_frame_instr(frame));
     if (at - (uint32_t)((last >> 32) & RANGE_MAX)
         < (uint32_t)(last >> 48)) {
         *node = (uint32_t)last;
@@ -263,8 +264,8 @@ static inline int
 site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
             _PyTraceMalloc_Node *node, cct_cache_entry **entry)
 {
-    PyCodeObject *code = frame->f_code;
-    int lasti = _PyInterpreterFrame_LASTI(frame);
+    PyCodeObject *code = base_frame_code(frame);
+    int lasti = base_frame_lasti(frame);
     cct_cache_entry *e = &tm.framecache.cache[site_hash(code, parent, lasti)
                                               >> tm.framecache.cache_shift];
     if (e->code == code && e->parent == parent && e->lasti == lasti
@@ -297,8 +298,8 @@ skip_incomplete(_PyInterpreterFrame *frame)
 {
     /* Like upstream, frames that have not started their first traceable
        instruction (copying free variables, making cells) are not shown. */
-    while (frame != NULL && _PyFrame_IsIncomplete(frame)) {
-        frame = frame->previous;
+    while (frame != NULL && base_frame_is_incomplete(frame)) {
+        frame = base_frame_caller(frame);
     }
     return frame;
 }
@@ -341,7 +342,7 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
             cap *= 2;
         }
         pending[npending++] = f;
-        f = skip_incomplete(f->previous);
+        f = skip_incomplete(base_frame_caller(f));
     }
     if (at_bottom && !nomem) {
         node = thread_root(tstate, &nomem);
@@ -369,8 +370,7 @@ current_node_unlinked(PyThreadState *tstate)
     if (tstate == NULL || tm.framecache.cache == NULL) {
         return 0;
     }
-    _PyInterpreterFrame *frame = skip_incomplete(
-        tstate->cframe->current_frame);
+    _PyInterpreterFrame *frame = skip_incomplete(base_current_frame(tstate));
     uint64_t generation = (uint64_t)tm.generation << 32;
     if (frame == NULL) {
         /* No Python frame (a C thread, or before the first frame): the
@@ -380,7 +380,8 @@ current_node_unlinked(PyThreadState *tstate)
         return nomem ? UINT32_MAX : root;
     }
     if ((frame->tracemalloc_parent & ~(uint64_t)UINT32_MAX) != generation) {
-        _PyInterpreterFrame *caller = skip_incomplete(frame->previous);
+        _PyInterpreterFrame *caller = skip_incomplete(
+            base_frame_caller(frame));
         if (caller == NULL
             || (caller->tracemalloc_parent & ~(uint64_t)UINT32_MAX)
                != generation) {
@@ -405,7 +406,7 @@ static inline _PyTraceMalloc_Node
 current_node(PyThreadState *tstate)
 {
     if (tstate != NULL) {
-        _PyInterpreterFrame *frame = tstate->cframe->current_frame;
+        _PyInterpreterFrame *frame = base_current_frame(tstate);
         if (frame != NULL
             && (uint32_t)(frame->tracemalloc_parent >> 32)
                == tm.generation) {

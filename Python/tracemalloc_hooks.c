@@ -55,12 +55,7 @@ engine_enter(int gil_held, PyThreadState **tstate)
        frees them, and each free passes through the engine lock, so a
        thread inside the lock either sees the flag or still has a live
        thread state.  Such allocations get the empty traceback. */
-    if (_PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL) {
-        *tstate = NULL;
-    }
-    else {
-        *tstate = PyGILState_GetThisThreadState();
-    }
+    *tstate = base_runtime_finalizing() ? NULL : base_this_thread_state();
     return 0;
 }
 
@@ -304,14 +299,6 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
 
 /* ---- objects ------------------------------------------------------------ */
 
-static inline uintptr_t
-object_block(PyObject *op)
-{
-    /* The block starts before the object when the type has a GC header
-       (and, in 3.11, the managed-dict pre-header). */
-    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
-}
-
 /* The re-trace proper of _PyTraceMalloc_NewReference(), out of line so
    that its register saves are not paid by the new objects it skips. */
 Py_NO_INLINE static int
@@ -355,7 +342,7 @@ _PyTraceMalloc_NewReference(PyObject *op)
     if (!_PyTraceMalloc_TRACING()) {
         return -1;
     }
-    uintptr_t ptr = object_block(op);
+    uintptr_t ptr = base_object_block(op);
     if (ptr == fresh_block) {
         /* Traced a moment ago, here (see fresh_block). */
         fresh_block = 0;

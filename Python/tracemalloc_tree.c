@@ -280,15 +280,8 @@ thread_root(PyThreadState *tstate, int *nomem)
         && thread_root_cache.generation == tm.generation) {
         return thread_root_cache.node;
     }
-    /* TSTATE is the calling thread's: ask the OS, not the thread state,
-       whose id is stale in a forked child until PyOS_AfterFork_Child()
-       updates it, after the child's first allocations.  Linux thread ids
-       fit in an int. */
-#ifdef PY_HAVE_THREAD_NATIVE_ID
-    int tid = (int)(PyThread_get_thread_native_id() & INT_MAX);
-#else
-    int tid = (int)(tstate->native_thread_id & INT_MAX);
-#endif
+    /* Linux thread ids fit in an int. */
+    int tid = (int)(base_this_thread_native_id(tstate) & INT_MAX);
     _PyTraceMalloc_Node node = node_intern(0, &thread_root_marker, tid,
                                            nomem);
     if (!*nomem) {

@@ -1,0 +1,132 @@
+#ifndef Py_TRACEMALLOC_BASE311_H
+#define Py_TRACEMALLOC_BASE311_H
+
+/* The tracing engine's view of the interpreter it is built into, CPython
+ * 3.11: every field of a frame, a code object or a thread state that the
+ * engine reads, read here and nowhere else.  A new base (3.13: the frame's
+ * f_executable and instr_ptr, tstate->current_frame) is a new copy of this
+ * header; the engine's other files never ask which version they run on.
+ * See Doc/internals/tracemalloc-bases.rst.
+ *
+ * Included through Python/tracemalloc_base.h, which picks the base's.
+ * Everything is inline: reading a field through here costs what reading it
+ * directly does.
+ */
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+#include "pycore_code.h"
+#include "pycore_frame.h"
+#include "pycore_object.h"        // _PyType_PreHeaderSize()
+#include "pycore_pylifecycle.h"
+#include "pycore_pystate.h"
+
+/* ---- frames ------------------------------------------------------------ */
+
+/* The frame TSTATE is running, or NULL (no Python frame). */
+static inline _PyInterpreterFrame *
+base_current_frame(PyThreadState *tstate)
+{
+    return tstate->cframe->current_frame;
+}
+
+/* The frame that called FRAME, or NULL. */
+static inline _PyInterpreterFrame *
+base_frame_caller(const _PyInterpreterFrame *frame)
+{
+    return frame->previous;
+}
+
+/* Has FRAME not started its first traceable instruction yet (copying free
+   variables, making cells)?  Such frames are not shown, like upstream. */
+static inline int
+base_frame_is_incomplete(_PyInterpreterFrame *frame)
+{
+    return _PyFrame_IsIncomplete(frame);
+}
+
+static inline PyCodeObject *
+base_frame_code(const _PyInterpreterFrame *frame)
+{
+    return frame->f_code;
+}
+
+/* The instruction FRAME is at: the one it last started. */
+static inline const _Py_CODEUNIT *
+base_frame_instr(const _PyInterpreterFrame *frame)
+{
+    return frame->prev_instr;
+}
+
+/* The offset of base_frame_instr() in code units (-1 before the first). */
+static inline int
+base_frame_lasti(const _PyInterpreterFrame *frame)
+{
+    return _PyInterpreterFrame_LASTI(frame);
+}
+
+/* ---- code objects ------------------------------------------------------ */
+
+static inline PyObject *
+base_code_filename(const PyCodeObject *code)
+{
+    return code->co_filename;
+}
+
+static inline int
+base_code_firstlineno(const PyCodeObject *code)
+{
+    return code->co_firstlineno;
+}
+
+/* The first instruction of CODE's bytecode. */
+static inline const _Py_CODEUNIT *
+base_code_first_instr(PyCodeObject *code)
+{
+    return _PyCode_CODE(code);
+}
+
+/* ---- thread states ----------------------------------------------------- */
+
+/* The native id of the calling thread, whose thread state is TSTATE: from
+   the OS where it can tell, since a forked child's thread state has the
+   parent's until PyOS_AfterFork_Child() updates it. */
+static inline unsigned long
+base_this_thread_native_id(PyThreadState *tstate)
+{
+#ifdef PY_HAVE_THREAD_NATIVE_ID
+    (void)tstate;
+    return PyThread_get_thread_native_id();
+#else
+    return tstate->native_thread_id;
+#endif
+}
+
+/* Is the runtime finalizing (daemon threads' thread states may be freed)? */
+static inline int
+base_runtime_finalizing(void)
+{
+    return _PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL;
+}
+
+/* The calling thread's own thread state, for a caller that may not hold
+   the GIL (its frames are the ones it is not running). */
+static inline PyThreadState *
+base_this_thread_state(void)
+{
+    return PyGILState_GetThisThreadState();
+}
+
+/* ---- objects ----------------------------------------------------------- */
+
+/* The address of OP's memory block: before the object when its type has a
+   GC header (and, in 3.11, the managed-dict pre-header). */
+static inline uintptr_t
+base_object_block(PyObject *op)
+{
+    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
+}
+
+#endif /* !Py_TRACEMALLOC_BASE311_H */
