@@ -33,10 +33,15 @@ check_consistency(PyObject *module, PyObject *Py_UNUSED(ignored))
 static int
 int_arg(PyObject *arg, int *value)
 {
-    *value = _PyLong_AsInt(arg);
-    if (*value == -1 && PyErr_Occurred()) {
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred()) {
         return -1;
     }
+    if (v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "the count is too large");
+        return -1;
+    }
+    *value = (int)v;
     if (*value < 0) {
         PyErr_SetString(PyExc_ValueError, "the count must not be negative");
         return -1;

@@ -11,6 +11,13 @@
 #include "pycore_pymem.h"         // _Py_tracemalloc_config
 #include "pycore_tracemalloc.h"
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* The clinic output is 3.11's (one file for both bases): the helpers it
+   calls are internal since 3.13, and _PyLong_AsInt() is public there. */
+#  include "pycore_abstract.h"    // _PyNumber_Index()
+#  include "pycore_modsupport.h"  // _PyArg_UnpackKeywords()
+#  define _PyLong_AsInt PyLong_AsInt
+#endif
 #include "clinic/_tracemalloc.c.h"
 
 /*[clinic input]
@@ -26,6 +33,7 @@ typedef struct {
     PyObject **frame_by_node;       /* (filename, lineno), by node id */
     PyObject **traceback_by_node;   /* tuple of frames, by node id */
     PyObject *filenames;            /* dict: string address -> str */
+    PyObject *tracebacks;           /* dict: frames tuple -> itself */
     PyObject *unknown_frames;       /* (('<unknown>', 0),) */
 } exporter;
 
@@ -43,6 +51,10 @@ exporter_init(exporter *ex, const _PyTraceMalloc_CCTView *view, int limit,
         return -1;
     }
     if (tables) {
+        ex->tracebacks = PyDict_New();
+        if (ex->tracebacks == NULL) {
+            return -1;
+        }
         size_t n = ex->view.nnodes ? ex->view.nnodes : 1;
         ex->frame_by_node = PyMem_Calloc(n, sizeof(PyObject *));
         ex->traceback_by_node = PyMem_Calloc(n, sizeof(PyObject *));
@@ -69,6 +81,7 @@ exporter_fini(exporter *ex)
     PyMem_Free(ex->frame_by_node);
     PyMem_Free(ex->traceback_by_node);
     Py_XDECREF(ex->filenames);
+    Py_XDECREF(ex->tracebacks);
     Py_XDECREF(ex->unknown_frames);
     _PyTraceMalloc_CCTUnpin();
 }
@@ -164,6 +177,15 @@ node_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
         PyTuple_SET_ITEM(frames, i, frame);
     }
     if (ex->traceback_by_node != NULL) {
+        /* Two nodes can show the same frames: paths that differ only
+           beyond the limit, or the same path in two threads (each thread
+           has its own root).  Like upstream, they get one tuple. */
+        PyObject *same = PyDict_SetDefault(ex->tracebacks, frames, frames);
+        if (same == NULL) {
+            Py_DECREF(frames);
+            return NULL;
+        }
+        Py_SETREF(frames, Py_NewRef(same));
         ex->traceback_by_node[node] = Py_NewRef(frames);
     }
     return frames;

@@ -34,6 +34,20 @@ uint32_t _PyTraceMalloc_blocks_exact;
 
 #if TM_POOL_SLOTS
 
+/* pymalloc's state, per base.  3.11 has one, in file statics.  3.13 has
+   one per interpreter (struct _obmalloc_state): the main interpreter's,
+   shared by the subinterpreters that share its GIL and obmalloc, and a
+   heap copy for each isolated one.  Slots are kept for the main state's
+   pools only, which the engine's GIL holder may read (I1); blocks of an
+   isolated interpreter's own pools are traced in the table. */
+#if PY_VERSION_HEX >= 0x030D0000
+typedef pymem_block block;
+#  define tm_in_traced_pool(p) \
+       arena_map_is_used(&obmalloc_state_main, (pymem_block *)(p))
+#else
+#  define tm_in_traced_pool(p) arena_map_is_used((block *)(p))
+#endif
+
 /* The slot array of a pool: _PyTraceMalloc_PoolTraces, in the engine's
    header, so that the store's fast path can read it (see
    _PyTraceMalloc_PoolSlotCached()); the constants it uses must be
@@ -187,7 +201,7 @@ _PyTraceMalloc_PoolSlot(const void *p, int create, int *nomem,
                         uint32_t **live)
 {
     poolp pool = POOL_ADDR(p);
-    if (!arena_map_is_used((block *)p)) {
+    if (!tm_in_traced_pool(p)) {
         return NULL;
     }
     pool_traces *pt = pool_traces_lookup(pool);
@@ -283,7 +297,7 @@ _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size, const char **why)
             continue;
         }
         poolp pool = pt->pool;
-        if (!arena_map_is_used((block *)pool)) {
+        if (!tm_in_traced_pool(pool)) {
             *why = "a slot array outlives its arena";
             goto fail;
         }

@@ -143,15 +143,6 @@ _PyTraceMalloc_ClearTraces(void)
     _PyTraceMalloc_Unlock();
 }
 
-int
-_PyTraceMalloc_Init(int nframe)
-{
-    if (nframe == 0) {
-        return 0;
-    }
-    return _PyTraceMalloc_Start(nframe);
-}
-
 void
 _PyTraceMalloc_Fini(void)
 {
@@ -186,7 +177,10 @@ static inline int
 track_needs_gil(unsigned int domain, PyGILState_STATE *state)
 {
     if (domain != _PyTraceMalloc_DEFAULT_DOMAIN
-        || _PyTraceMalloc_HoldsGIL()) {
+        || base_thread_holds_a_gil()) {
+        /* Other domains, the engine's GIL holder, and (3.13) a thread
+           holding the GIL of an interpreter of its own, whose blocks are in
+           the table (it enters as a caller without the engine's GIL). */
         return 0;
     }
     *state = PyGILState_Ensure();
@@ -207,7 +201,9 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
     if (_PyTraceMalloc_TRACING()) {
         compact_if_due();
         _PyTraceMalloc_Node node = current_node(tstate);
-        res = node == UINT32_MAX ? -1 : store_track(domain, ptr, size, node);
+        res = node == UINT32_MAX ? -1
+              : side ? store_track(domain, ptr, size, node)
+              : store_add_table(domain, ptr, size, node);
     }
     engine_leave(side);
     if (ensured) {
@@ -228,7 +224,7 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     int side = engine_enter(0, &tstate);
     _PyTraceMalloc_Node node;
     size_t size;
-    (void)store_remove(domain, ptr, &node, &size, STORE_POOL_FIRST, 0);
+    (void)store_remove(domain, ptr, &node, &size, store_where(1, side), 0);
     engine_leave(side);
     if (ensured) {
         PyGILState_Release(gil_state);

@@ -7,8 +7,11 @@
  * this one, never a version's own, and carry no version conditionals.
  */
 
-#if PY_VERSION_HEX >= 0x030C0000
-#  error "the tracing engine has no adapter for this base yet (3.11 only)"
+#if PY_VERSION_HEX >= 0x030E0000 || (PY_VERSION_HEX >= 0x030C0000 \
+                                    && PY_VERSION_HEX < 0x030D0000)
+#  error "the tracing engine has no adapter for this base (3.11 and 3.13 only)"
+#elif PY_VERSION_HEX >= 0x030D0000
+#  include "tracemalloc_base313.h"
 #else
 #  include "tracemalloc_base311.h"
 #endif

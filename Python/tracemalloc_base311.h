@@ -111,6 +111,44 @@ base_runtime_finalizing(void)
     return _PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL;
 }
 
+/* Does TSTATE, a thread state some thread holds, run under the GIL whose
+   holder takes the engine's fast side?  3.11 has one GIL. */
+static inline int
+base_on_engine_gil(PyThreadState *tstate)
+{
+    (void)tstate;
+    return 1;
+}
+
+/* The thread state this thread last made current (Python/pystate.c calls
+   _PyTraceMalloc_ThreadStateSwapped() wherever the current thread state
+   changes, patch 0007): whatever its interpreter, a subinterpreter's
+   included, this thread holds the GIL exactly while it is the current
+   one. */
+static _Thread_local PyThreadState *base_this_thread_tstate;
+
+void
+_PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate)
+{
+    base_this_thread_tstate = tstate;
+}
+
+/* Does the calling thread hold the GIL now?  Compares pointers only: the
+   GIL holder's thread state is never dereferenced here. */
+static inline int
+base_thread_on_engine_gil(void)
+{
+    PyThreadState *mine = base_this_thread_tstate;
+    return mine != NULL && mine == _PyThreadState_GET();
+}
+
+/* Does the calling thread hold any GIL (3.11: the one)? */
+static inline int
+base_thread_holds_a_gil(void)
+{
+    return base_thread_on_engine_gil();
+}
+
 /* The calling thread's own thread state, for a caller that may not hold
    the GIL (its frames are the ones it is not running). */
 static inline PyThreadState *
@@ -127,6 +165,17 @@ static inline uintptr_t
 base_object_block(PyObject *op)
 {
     return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
+}
+
+/* ---- lifecycle: the names Python/pylifecycle.c calls ------------------- */
+
+int
+_PyTraceMalloc_Init(int nframe)
+{
+    if (nframe == 0) {
+        return 0;
+    }
+    return _PyTraceMalloc_Start(nframe);
 }
 
 #endif /* !Py_TRACEMALLOC_BASE311_H */

@@ -42,7 +42,18 @@ _PyTraceMalloc_ResumeThread(void)
 static inline int
 engine_enter(int gil_held, PyThreadState **tstate)
 {
-    if (gil_held || _PyTraceMalloc_HoldsGIL()) {
+    if (gil_held) {
+        /* Holds its interpreter's GIL; with a GIL of its own (an isolated
+           3.13 interpreter) it is a caller without the engine's GIL, whose
+           attached thread state is its own (see the adapter). */
+        PyThreadState *current = _PyThreadState_GET();
+        if (current == NULL || base_on_engine_gil(current)) {
+            *tstate = current;
+            _PyTraceMalloc_Lock();
+            return 1;
+        }
+    }
+    else if (_PyTraceMalloc_HoldsGIL()) {
         *tstate = _PyThreadState_GET();
         _PyTraceMalloc_Lock();
         return 1;
@@ -109,7 +120,11 @@ fresh_forget(void *ptr)
 void
 _PyTraceMalloc_ForgetFresh(void)
 {
-    fresh_block = 0;
+    /* Only the engine's GIL holder sets it (3.13: an isolated
+       interpreter's thread never does, and must not write it). */
+    if (_PyTraceMalloc_HoldsGIL()) {
+        fresh_block = 0;
+    }
 }
 
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
@@ -334,6 +349,30 @@ retrace_object(uintptr_t ptr)
     return found ? 0 : -1;
 }
 
+/* The re-trace for a thread of an interpreter with a GIL of its own
+   (3.13): without the engine's GIL, its blocks are in the table (I1). */
+Py_NO_INLINE static int
+retrace_object_foreign(uintptr_t ptr)
+{
+    int found = 0;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    table_entry *e = tm_untraced_depth > 0
+                     ? NULL : table_find(_PyTraceMalloc_DEFAULT_DOMAIN, ptr);
+    if (e != NULL) {
+        compact_if_due();
+        /* Found again: compaction renumbers nodes, not entries. */
+        e = table_find(_PyTraceMalloc_DEFAULT_DOMAIN, ptr);
+        _PyTraceMalloc_Node node = current_node(tstate);
+        if (e != NULL && node != UINT32_MAX) {
+            store_retrace(&e->node, e->size, node);
+            found = 1;
+        }
+    }
+    engine_leave(side);
+    return found ? 0 : -1;
+}
+
 /* Hottest path of all on numeric code: every object taken from a free
    list (floats, tuples, frames...) gets the current traceback. */
 int
@@ -343,6 +382,9 @@ _PyTraceMalloc_NewReference(PyObject *op)
         return -1;
     }
     uintptr_t ptr = base_object_block(op);
+    if (!base_on_engine_gil(_PyThreadState_GET())) {
+        return retrace_object_foreign(ptr);
+    }
     if (ptr == fresh_block) {
         /* Traced a moment ago, here (see fresh_block). */
         fresh_block = 0;

@@ -204,25 +204,12 @@ _PyTraceMalloc_ForeignEntries(void)
     return n;
 }
 
-/* The thread state this thread last made current (Python/pystate.c calls
-   _PyTraceMalloc_ThreadStateSwapped() wherever the current thread state
-   changes): whatever its interpreter, a subinterpreter's included, this
-   thread holds the GIL exactly while it is the current one. */
-static _Thread_local PyThreadState *tm_this_thread_tstate;
-
-void
-_PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate)
-{
-    tm_this_thread_tstate = tstate;
-}
-
+/* Does the calling thread hold the GIL whose holder takes the fast side?
+   The adapter knows (one GIL in 3.11, the main interpreter's in 3.13). */
 int
 _PyTraceMalloc_HoldsGIL(void)
 {
-    /* Compares pointers only: the GIL holder's thread state is never
-       dereferenced here. */
-    PyThreadState *mine = tm_this_thread_tstate;
-    return mine != NULL && mine == _PyThreadState_GET();
+    return base_thread_on_engine_gil();
 }
 
 /* fork(): no caller without the GIL may be inside while the process is

@@ -321,8 +321,8 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
 static inline int
 store_where(int gil_held, int side)
 {
-    return gil_held ? STORE_POOL_FIRST
-                    : (side ? STORE_TABLE_FIRST : STORE_TABLE_ONLY);
+    return !side ? STORE_TABLE_ONLY
+                 : (gil_held ? STORE_POOL_FIRST : STORE_TABLE_FIRST);
 }
 
 /* Return 1 if a trace was removed (its node and size in *NODE and *SIZE),

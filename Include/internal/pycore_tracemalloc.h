@@ -28,7 +28,49 @@ extern "C" {
  */
 
 #include <stdint.h>
-#include "pycore_pymem.h"          // _Py_tracemalloc_config
+#include "pycore_pymem.h"          // _Py_tracemalloc_config (3.11)
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13 keeps tracemalloc's state in the runtime (pycore_runtime.h has a
+   field `tracemalloc` of this type, initialised by pycore_runtime_init.h).
+   The engine keeps its own state in Python/tracemalloc_engine.h; here is
+   only the configuration that the allocator entry points test, under the
+   name 3.11 gave it. */
+struct _PyTraceMalloc_Config {
+    enum {
+        TRACEMALLOC_NOT_INITIALIZED,
+        TRACEMALLOC_INITIALIZED,
+        TRACEMALLOC_FINALIZED
+    } initialized;
+    int tracing;                /* allocations are traced */
+    int max_nframe;             /* frames kept per traceback */
+};
+struct _tracemalloc_runtime_state {
+    struct _PyTraceMalloc_Config config;
+};
+#define _tracemalloc_runtime_state_INIT \
+    { \
+        .config = { \
+            .initialized = TRACEMALLOC_NOT_INITIALIZED, \
+            .tracing = 0, \
+            .max_nframe = 1, \
+        }, \
+    }
+#define _Py_tracemalloc_config _PyRuntime.tracemalloc.config
+/* Python/pylifecycle.c's calls (3.11 declares them in
+   pycore_pylifecycle.h). */
+extern PyStatus _PyTraceMalloc_Init(void);
+/* The traceback of PTR's trace in DOMAIN, as a tuple of (filename,
+   lineno) tuples, or None (Modules/_testinternalcapi.c uses it; 3.11
+   declares it in Include/tracemalloc.h). */
+PyAPI_FUNC(PyObject *) _PyTraceMalloc_GetTraceback(unsigned int domain,
+                                                   uintptr_t ptr);
+/* Objects/object.c: an object was made or taken from a free list. */
+extern int _PyTraceMalloc_NewReference(PyObject *op);
+/* _PyRuntime, for _Py_tracemalloc_config (pycore_runtime.h includes this
+   header first: the struct above is defined by then). */
+#include "pycore_runtime.h"
+#endif
 
 /* Trace domain of the Python allocators (upstream's DEFAULT_DOMAIN). */
 #define _PyTraceMalloc_DEFAULT_DOMAIN 0

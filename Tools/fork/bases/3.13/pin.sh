@@ -17,4 +17,4 @@ DEBIAN_ORIG_TARBALL=python3.13_$UPSTREAM_VERSION.orig.tar.xz
 # Doc/internals/tracemalloc-bases.rst).  `make BASE=3.13 build` refuses until
 # the port lands (ALLOW_UNPORTED=1 tries anyway); prepare, check-patches and
 # bench-pristine work today.
-ENGINE_PORTED=no
+ENGINE_PORTED=yes

@@ -1,0 +1,185 @@
+#ifndef Py_TRACEMALLOC_BASE313_H
+#define Py_TRACEMALLOC_BASE313_H
+
+/* The tracing engine's view of the interpreter it is built into, CPython
+ * 3.13: the same questions as tracemalloc_base311.h, answered from 3.13's
+ * fields (the frame's f_executable and instr_ptr, tstate->current_frame,
+ * the thread-local current thread state, the per-interpreter GIL).  See
+ * Doc/internals/tracemalloc-bases.rst.
+ *
+ * Included through Python/tracemalloc_base.h.  Everything that is read on
+ * a hot path is inline.
+ */
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+#ifdef Py_GIL_DISABLED
+#  error "the tracing engine does not support the free-threaded build (--disable-gil)"
+#endif
+
+#include "pycore_code.h"
+#include "pycore_frame.h"
+#include "pycore_initconfig.h"    // _PyStatus_OK()
+#include "pycore_interp.h"        // interp->ceval.gil
+#include "pycore_object.h"        // _PyType_PreHeaderSize()
+#include "pycore_pylifecycle.h"
+#include "pycore_pystate.h"       // _PyThreadState_GET()
+#include "pycore_runtime.h"       // _PyRuntime
+
+static inline const _Py_CODEUNIT *base_code_first_instr(PyCodeObject *code);
+
+/* ---- frames ------------------------------------------------------------ */
+
+/* The frame TSTATE is running, or NULL (no Python frame).  It may be the
+   C stack's entry frame (FRAME_OWNED_BY_CSTACK) while an evaluation loop
+   unwinds: patch 0002 gives that frame an unlinked cache, so the engine
+   reaches it only through base_frame_is_incomplete(), which skips it. */
+static inline _PyInterpreterFrame *
+base_current_frame(PyThreadState *tstate)
+{
+    return tstate->current_frame;
+}
+
+static inline _PyInterpreterFrame *
+base_frame_caller(const _PyInterpreterFrame *frame)
+{
+    return frame->previous;
+}
+
+/* Frames not shown, like upstream: the C stack's entry frames (whose
+   f_executable is None) and frames that have not started their first
+   traceable instruction. */
+static inline int
+base_frame_is_incomplete(_PyInterpreterFrame *frame)
+{
+    return _PyFrame_IsIncomplete(frame);
+}
+
+/* Only asked of complete frames, whose f_executable is a code object. */
+static inline PyCodeObject *
+base_frame_code(const _PyInterpreterFrame *frame)
+{
+    return (PyCodeObject *)frame->f_executable;
+}
+
+/* The instruction FRAME is at: the one executing, or about to begin.
+   (3.11's prev_instr named the last one begun: at a call, both name the
+   call instruction.) */
+static inline const _Py_CODEUNIT *
+base_frame_instr(const _PyInterpreterFrame *frame)
+{
+    return frame->instr_ptr;
+}
+
+/* The offset of base_frame_instr() in code units: upstream 3.13 gives the
+   line of this offset (PyUnstable_InterpreterFrame_GetLine()). */
+static inline int
+base_frame_lasti(const _PyInterpreterFrame *frame)
+{
+    return (int)(frame->instr_ptr - base_code_first_instr(
+                                        base_frame_code(frame)));
+}
+
+/* ---- code objects ------------------------------------------------------ */
+
+static inline PyObject *
+base_code_filename(const PyCodeObject *code)
+{
+    return code->co_filename;
+}
+
+static inline int
+base_code_firstlineno(const PyCodeObject *code)
+{
+    return code->co_firstlineno;
+}
+
+static inline const _Py_CODEUNIT *
+base_code_first_instr(PyCodeObject *code)
+{
+    return _PyCode_CODE(code);
+}
+
+/* ---- thread states and the GIL ----------------------------------------- */
+
+static inline unsigned long
+base_this_thread_native_id(PyThreadState *tstate)
+{
+#ifdef PY_HAVE_THREAD_NATIVE_ID
+    (void)tstate;
+    return PyThread_get_thread_native_id();
+#else
+    return tstate->native_thread_id;
+#endif
+}
+
+static inline int
+base_runtime_finalizing(void)
+{
+    return _PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL;
+}
+
+/* Does TSTATE, a thread state some thread holds (attached), run under the
+   GIL whose holder takes the engine's fast side?  Since PEP 684 (3.12)
+   an interpreter may have a GIL of its own, and two threads may each hold
+   one at once; the fast side is the main GIL's, which the main interpreter
+   and the subinterpreters that share it hold.  The others enter as callers
+   without the GIL do (I1).  Two loads for the main interpreter. */
+static inline int
+base_on_engine_gil(PyThreadState *tstate)
+{
+    PyInterpreterState *interp = tstate->interp;
+    return interp == _PyRuntime.interpreters.main || !interp->ceval.own_gil;
+}
+
+/* Does the calling thread hold the engine's GIL now?  3.13 keeps the
+   attached thread state in a thread-local (_Py_tss_tstate), cleared when
+   the thread detaches, that is, releases its GIL. */
+static inline int
+base_thread_on_engine_gil(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    return tstate != NULL && base_on_engine_gil(tstate);
+}
+
+/* Does the calling thread hold any GIL: its interpreter's? */
+static inline int
+base_thread_holds_a_gil(void)
+{
+    return _PyThreadState_GET() != NULL;
+}
+
+/* The calling thread's own thread state, for a caller that may not hold
+   the engine's GIL: the attached one (a thread of an interpreter with its
+   own GIL), else the one PyGILState_Ensure() would use (a thread that
+   released the GIL), whose frames it is not running. */
+static inline PyThreadState *
+base_this_thread_state(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    return tstate != NULL ? tstate : PyGILState_GetThisThreadState();
+}
+
+/* ---- objects ----------------------------------------------------------- */
+
+/* The address of OP's memory block: before the object when its type has a
+   GC header or a pre-header (managed dict and weakrefs). */
+static inline uintptr_t
+base_object_block(PyObject *op)
+{
+    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
+}
+
+/* ---- lifecycle: the names Python/pylifecycle.c calls ------------------- */
+
+/* Before the configuration is read: nothing to prepare (the state is
+   static); pylifecycle.c starts tracing with _PyTraceMalloc_Start() when
+   -X tracemalloc or PYTHONTRACEMALLOC asks. */
+PyStatus
+_PyTraceMalloc_Init(void)
+{
+    return _PyStatus_OK();
+}
+
+#endif /* !Py_TRACEMALLOC_BASE313_H */
