@@ -1,8 +1,10 @@
 # The tracemalloc fork of CPython.  `make help` lists the targets.
 #
-# BASE selects the upstream base: 3.11 (CPython 3.11.2, the default) or 3.13
-# (CPython 3.13.15).  Each base has its pin (Tools/fork/bases/BASE/pin.sh),
-# its patch series (Tools/fork/patches/BASE/) and its own build tree, so both
+# BASE selects the upstream base: 3.13 (CPython 3.13.15, the default) or 3.11
+# (CPython 3.11.2: `make BASE=3.11 ...` builds and tests the 3.11.2 fork as
+# before 3.13 became the default).  Each base has its pin
+# (Tools/fork/bases/BASE/pin.sh), its patch series (Tools/fork/patches/BASE/),
+# its adapter (Python/tracemalloc_baseNNN.h) and its own build tree, so both
 # can exist side by side:
 #
 # build/BASE/pristine  upstream, extracted from the verified tarball
@@ -10,11 +12,8 @@
 # build/BASE/obj       the out-of-tree build; ./python is a script exec'ing
 #                      build/BASE/obj/python for the base built last
 #
-# The default stays 3.11 until the engine is ported to 3.13 (issue 20, see
-# Doc/internals/tracemalloc-bases.rst); 3.13 becomes the default then.  Until
-# that port lands, `make BASE=3.13` lays out build/3.13/src, checks its
-# series and builds pristine 3.13.15, but refuses to build the fork
-# (ALLOW_UNPORTED=1 tries anyway).
+# Doc/internals/tracemalloc-bases.rst says what differs between the bases and
+# what a new base needs.
 
 # The default base is FORK_DEFAULT_BASE of Tools/fork/pin.sh.
 ifeq ($(origin BASE),undefined)
@@ -44,7 +43,7 @@ CONFIGURE_FLAGS ?=
 # and on pymalloc's pools; the free-threaded build of 3.13 (--disable-gil,
 # Py_GIL_DISABLED) has neither.  Refused here, and after configure below.
 ifneq ($(filter --disable-gil,$(CONFIGURE_FLAGS)),)
-$(error the free-threaded build (--disable-gil) is not supported by the tracing engine)
+$(error the free-threaded build (--disable-gil) is not supported by the tracing engine: build without --disable-gil (Doc/internals/tracemalloc-bases.rst, "Free-threaded build"))
 endif
 export BUILD_DIR
 
@@ -56,8 +55,9 @@ export BUILD_DIR
 all: build
 
 help:
-	@echo "make [BASE=3.11|3.13] build ./python (pristine $(BASE_VERSION) + our files + patches/$(BASE))"
-	@echo "                     BASE applies to every target; default 3.11 (3.13: engine not ported yet)"
+	@echo "make [BASE=3.13|3.11] build ./python (pristine $(BASE_VERSION) + our files + patches/$(BASE))"
+	@echo "                     BASE applies to every target; default 3.13 (3.13.15);"
+	@echo "                     BASE=3.11 builds and tests the 3.11.2 fork"
 	@echo "make demo            build, then show a leak found under -X tracemalloc=25"
 	@echo "make test            build, then run the conformance, fork and regression tests"
 	@echo "make check-patches   apply the base's series to a fresh pristine tree, zero fuzz"

@@ -3,9 +3,9 @@
 #
 # Each base has its pin in bases/BASE/pin.sh (version, tarball, sha256, where
 # to fetch it) and its patch series in patches/BASE/.  The base is chosen by
-# $TRACEMALLOC_FORK_BASE (`make BASE=...` sets it).  The default stays 3.11
-# until the engine is ported to 3.13; then 3.13 becomes the default.
-FORK_DEFAULT_BASE=3.11
+# $TRACEMALLOC_FORK_BASE (`make BASE=...` sets it); without it, the default
+# base below (3.13; `make BASE=3.11` builds the 3.11.2 fork).
+FORK_DEFAULT_BASE=3.13
 FORK_BASE=${TRACEMALLOC_FORK_BASE:-$FORK_DEFAULT_BASE}
 if [ ! -f "$here/bases/$FORK_BASE/pin.sh" ]; then
     echo "pin.sh: unknown base '$FORK_BASE' (bases: $(ls "$here/bases" | tr '\n' ' '))" >&2
