@@ -101,7 +101,7 @@ _PyTraceMalloc_Start(int max_nframe)
                         "tracemalloc: cannot register fork handlers");
         return -1;
     }
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     engine_reset_unlocked();
     int res = engine_start_unlocked();
     if (res == 0) {
@@ -110,7 +110,7 @@ _PyTraceMalloc_Start(int max_nframe)
     else {
         engine_reset_unlocked();
     }
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     if (res < 0) {
         PyErr_NoMemory();
         return -1;
@@ -125,10 +125,10 @@ _PyTraceMalloc_Stop(void)
     if (!_PyTraceMalloc_TRACING()) {
         return;
     }
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     _PyTraceMalloc_SET_TRACING(0);
     engine_release_unlocked();
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
 }
 
 void
@@ -137,10 +137,10 @@ _PyTraceMalloc_ClearTraces(void)
     if (!_PyTraceMalloc_TRACING()) {
         return;
     }
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     /* Keeps the cct's cache: cannot fail. */
     engine_reset_unlocked();
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
 }
 
 void
@@ -245,12 +245,15 @@ _PyTraceMalloc_GetTraceNode(unsigned int domain, uintptr_t ptr,
         return 0;
     }
     size_t size;
-    _PyTraceMalloc_Lock();
-    int found = _PyTraceMalloc_StoreGet_unlocked(domain, ptr, node, &size);
+    int side = engine_lock();
+    /* Without the engine's GIL, only the table may be read (I1). */
+    int found = side ? _PyTraceMalloc_StoreGet_unlocked(domain, ptr, node,
+                                                        &size)
+                     : store_get_table(domain, ptr, node, &size);
     if (found) {
         _PyTraceMalloc_CCTPin_unlocked(view);
     }
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     return found;
 }
 
@@ -264,10 +267,10 @@ _PyTraceMalloc_ObjectBlock(PyObject *obj)
 size_t
 _PyTraceMalloc_EngineMemory(void)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     size_t size = _PyTraceMalloc_StoreMemory_unlocked()
                   + tm.memory;
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     return size;
 }
 
@@ -278,9 +281,9 @@ _PyTraceMalloc_GetTracedMemory(size_t *current, size_t *peak)
     *current = 0;
     *peak = 0;
     if (_Py_tracemalloc_config.tracing) {
-        _PyTraceMalloc_Lock();
+        int side = engine_lock();
         _PyTraceMalloc_StoreTotals_unlocked(current, peak);
-        _PyTraceMalloc_Unlock();
+        engine_leave(side);
     }
 }
 
@@ -288,9 +291,9 @@ void
 _PyTraceMalloc_ResetPeak(void)
 {
     if (_Py_tracemalloc_config.tracing) {
-        _PyTraceMalloc_Lock();
+        int side = engine_lock();
         _PyTraceMalloc_StoreResetPeak_unlocked();
-        _PyTraceMalloc_Unlock();
+        engine_leave(side);
     }
 }
 
@@ -300,12 +303,12 @@ void
 _PyTraceMalloc_CCTStats(uint32_t *nnodes, uint64_t *cache_misses,
                         uint64_t *compactions, size_t *entries)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     *nnodes = tm.tree.nnodes;
     *cache_misses = tm.framecache.cache_misses;
     *compactions = tm.tree.compactions;
     *entries = tm.framecache.cache != NULL ? cache_entries() : 0;
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
 }
 
 /* ---- fatal-error helpers ------------------------------------------------ */

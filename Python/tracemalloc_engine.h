@@ -268,11 +268,21 @@ node_to_stored(_PyTraceMalloc_Node node)
    the calling thread hold the GIL (pointers compared only)? */
 extern void _PyTraceMalloc_LockNoGIL(void);
 extern void _PyTraceMalloc_UnlockNoGIL(void);
+extern void _PyTraceMalloc_LockOwnGIL(void);
 extern int _PyTraceMalloc_HoldsGIL(void);
 static int engine_lock_init(void);
 
 /* tracemalloc_hooks.c */
 static inline int engine_enter(int gil_held, PyThreadState **tstate);
+/* engine_enter() for the paths that are not hooks (start/stop, exports,
+   the code-freed hook): any thread, with or without a GIL.  Returns the
+   side for engine_leave(). */
+static inline int
+engine_lock(void)
+{
+    PyThreadState *caller;
+    return engine_enter(0, &caller);
+}
 static inline void engine_leave(int side);
 
 /* tracemalloc_store.c; the _unlocked functions need the engine lock. */

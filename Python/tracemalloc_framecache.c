@@ -419,9 +419,9 @@ current_node(PyThreadState *tstate)
 void
 _PyTraceMalloc_CodeFreed(void *code)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     tm.framecache.code_epochs[code_epoch_slot(code)]++;
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */

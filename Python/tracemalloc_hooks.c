@@ -52,11 +52,20 @@ engine_enter(int gil_held, PyThreadState **tstate)
             _PyTraceMalloc_Lock();
             return 1;
         }
+        _PyTraceMalloc_LockOwnGIL();
+        *tstate = current;
+        return 0;
     }
-    else if (_PyTraceMalloc_HoldsGIL()) {
+    if (_PyTraceMalloc_HoldsGIL()) {
         *tstate = _PyThreadState_GET();
         _PyTraceMalloc_Lock();
         return 1;
+    }
+    if (base_thread_holds_a_gil()) {
+        /* 3.13: an isolated interpreter's thread (its own GIL). */
+        _PyTraceMalloc_LockOwnGIL();
+        *tstate = _PyThreadState_GET();
+        return 0;
     }
     _PyTraceMalloc_LockNoGIL();
     /* Read under the lock: once the runtime is finalizing, the thread

@@ -87,6 +87,23 @@ tm_page_barrier(void)
 }
 #endif
 
+/* A process-wide barrier whatever the mode (see
+   _PyTraceMalloc_LockOwnGIL()). */
+static void
+tm_heavy_barrier_forced(void)
+{
+#ifdef TM_HAVE_MEMBARRIER
+    if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                0, 0) == 0 || tm_page_barrier() == 0) {
+        return;
+    }
+    for (int i = 0; i < 64; i++) {
+        sched_yield();
+    }
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* Put a full barrier on every thread of the process (the GIL side fences
    with a compiler barrier only).  Called with tm.lock.foreign_lock held. */
 static void
@@ -185,6 +202,26 @@ _PyTraceMalloc_LockNoGIL(void)
     while (atomic_load_explicit(&_PyTraceMalloc_gil_busy,
                                 memory_order_acquire)) {
         sched_yield();
+    }
+}
+
+/* Enter as a caller that holds the GIL of an interpreter of its own (an
+   isolated 3.13 interpreter, PEP 684), not the engine's: such a thread
+   enters for each of its allocations, not rarely, and a process-wide
+   barrier per entry would cost a system call per allocation.  Its first
+   entry turns the lock symmetric for the rest of the process: the GIL
+   side fences for real from then on (I1).  One more process-wide barrier,
+   taken while the GIL side is held off, makes every thread see the switch
+   before its next entry: a GIL holder interrupted before it raised
+   `gil_busy` reads the new mode after; one interrupted after has its store
+   made visible by the barrier itself. */
+void
+_PyTraceMalloc_LockOwnGIL(void)
+{
+    _PyTraceMalloc_LockNoGIL();
+    if (_PyTraceMalloc_asymmetric) {
+        _PyTraceMalloc_asymmetric = 0;
+        tm_heavy_barrier_forced();
     }
 }
 

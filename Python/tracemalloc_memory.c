@@ -6,11 +6,11 @@
 int
 _PyTraceMalloc_FailBookkeeping(int n, size_t min_size)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     int left = tm.faults.bookkeeping;
     tm.faults.bookkeeping = n;
     tm.faults.min_size = min_size;
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     return left;
 }
 

@@ -266,7 +266,7 @@ int
 _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
                         _PyTraceMalloc_CCTView *view)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     peak_before_decrease();
     size_t n = 0;
     for (uint32_t id = 0; id < tm.tree.nnodes; id++) {
@@ -280,7 +280,7 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
     }
     _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
     if (out == NULL) {
-        _PyTraceMalloc_Unlock();
+        engine_leave(side);
         return -1;
     }
     size_t k = 0;
@@ -303,7 +303,7 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
         }
     }
     _PyTraceMalloc_CCTPin_unlocked(view);
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     *groups = out;
     *count = k;
     return 0;

@@ -508,12 +508,12 @@ int
 _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
                          _PyTraceMalloc_CCTView *view)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     copy_state st = {NULL, 0, tm.store.ntraces};
     /* malloc(), not a traced API: the lock is held. */
     st.out = malloc((st.cap ? st.cap : 1) * sizeof(*st.out));
     if (st.out == NULL) {
-        _PyTraceMalloc_Unlock();
+        engine_leave(side);
         return -1;
     }
     _PyTraceMalloc_CCTPin_unlocked(view);
@@ -534,7 +534,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
             t->size = e->size;
         }
     }
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     if (res != 0 || st.n != st.cap) {
         _PyTraceMalloc_CCTUnpin();
         free(st.out);
@@ -549,7 +549,7 @@ int
 _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
 {
     const char *reason = NULL;
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     uint64_t slot_size = 0;
     int64_t slot_count = _PyTraceMalloc_PoolSlotsCheck(&slot_size, &reason);
     uint64_t table_size = 0, table_count = 0;
@@ -576,7 +576,7 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
         }
     }
     size_t current = tm.store.current, count = tm.store.ntraces;
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     if (reason == NULL && slot_count >= 0) {
         if ((uint64_t)slot_count + table_count != count) {
             reason = "the trace count differs from the traces found";

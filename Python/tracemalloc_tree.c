@@ -458,14 +458,14 @@ _PyTraceMalloc_CCTPin_unlocked(_PyTraceMalloc_CCTView *view)
 void
 _PyTraceMalloc_CCTUnpin(void)
 {
-    _PyTraceMalloc_Lock();
+    int side = engine_lock();
     assert(tm.tree.pins > 0);
     cct_storage *dead = NULL;
     if (--tm.tree.pins == 0) {
         dead = tm.tree.graveyard;
         tm.tree.graveyard = NULL;
     }
-    _PyTraceMalloc_Unlock();
+    engine_leave(side);
     while (dead != NULL) {
         cct_storage *next = dead->next_dead;
         storage_free(dead);
