@@ -43,7 +43,7 @@ CONFIGURE_FLAGS ?=
 # and on pymalloc's pools; the free-threaded build of 3.13 (--disable-gil,
 # Py_GIL_DISABLED) has neither.  Refused here, and after configure below.
 ifneq ($(filter --disable-gil,$(CONFIGURE_FLAGS)),)
-$(error the free-threaded build (--disable-gil) is not supported by the tracing engine: build without --disable-gil (Doc/internals/tracemalloc-bases.rst, "Free-threaded build"))
+$(error the free-threaded build (--disable-gil) is not supported by the tracing engine: build without --disable-gil (Doc/internals/tracemalloc-bases.rst, "The free-threaded build"))
 endif
 export BUILD_DIR
 
