@@ -1,4 +1,4 @@
-"""Bad input to every entry point of tracemalloc, compared with 3.11.2.
+"""Bad input to every entry point of tracemalloc, compared with pristine.
 
 Every public function and constructor of `tracemalloc` and `_tracemalloc`,
 and the C API through `_testcapi` (PyTraceMalloc_Track, _Untrack,
@@ -6,10 +6,11 @@ _PyTraceMalloc_GetTraceback), is given wrong types, out-of-range numbers
 (nframe 0, -1, 65536, 2**64; huge and negative sizes and domains), bad
 filter patterns, and bad `PYTHONTRACEMALLOC` / `-X tracemalloc` values.
 
-The expected outcome of each input is pristine CPython 3.11.2's, recorded
-in tracemalloc_badinput_pristine.json (regenerate it with `python3.11
-Lib/test/test_tracemalloc_badinput.py --record`), and compared live when a
-pristine 3.11 interpreter is found.  An outcome is the exception type
+The expected outcome of each input is that of the pristine CPython release
+the fork's base is (3.11.2 or 3.13.15), recorded in
+tracemalloc_badinput_pristine_<major>.<minor>.json (regenerate it with
+`PRISTINE_PYTHON Lib/test/test_tracemalloc_badinput.py --record`), and
+compared live when that pristine interpreter is found.  An outcome is the exception type
 raised (or the value returned) plus the tracing state afterwards.  Where
 pristine raises, the fork may raise another exception (the message and even
 the type may differ, Argument Clinic and the safe snapshot format have their
@@ -27,7 +28,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RECORDED = os.path.join(HERE, "tracemalloc_badinput_pristine.json")
+# The pristine release of this base: the fork keeps upstream's version.
+PRISTINE_VERSION = sys.version.split()[0]
+RECORDED = os.path.join(HERE, "tracemalloc_badinput_pristine_"
+                        f"{sys.version_info[0]}.{sys.version_info[1]}.json")
 
 # Values for nframe, in start() and in the Traceback/Snapshot limits.
 BAD_NFRAMES = ["0", "-1", "1", "65535", "65536", "2**31 - 1", "2**31",
@@ -270,10 +274,22 @@ def run_cases(first=0):
     import _tracemalloc
     import pathlib
     import tracemalloc
+    import types
     try:
         import _testcapi
     except ImportError:
         _testcapi = None
+    capi = _testcapi
+    if _testcapi is not None and not hasattr(_testcapi,
+                                             "tracemalloc_get_traceback"):
+        # 3.13 exports _PyTraceMalloc_GetTraceback() from _testinternalcapi
+        # instead; the cases keep one name on every base.
+        import _testinternalcapi
+        capi = types.SimpleNamespace(
+            tracemalloc_track=_testcapi.tracemalloc_track,
+            tracemalloc_untrack=_testcapi.tracemalloc_untrack,
+            tracemalloc_get_traceback=(
+                _testinternalcapi._PyTraceMalloc_GetTraceback))
     tmpdir = tempfile.mkdtemp()
     frames = (("a.py", 1), ("b.py", 2))
     raw = [(0, 10, frames, 2), (1, 20, (("c.py", 3),), 1),
@@ -285,7 +301,7 @@ def run_cases(first=0):
             [tracemalloc.DomainFilter(True, domain)]).statistics("filename")
 
     namespace = {
-        "tm": tracemalloc, "_tm": _tracemalloc, "capi": _testcapi,
+        "tm": tracemalloc, "_tm": _tracemalloc, "capi": capi,
         "pathlib": pathlib, "frames": frames, "raw": raw,
         "snap": tracemalloc.Snapshot(raw, 5),
         "path": os.path.join(tmpdir, "snapshot"),
@@ -396,18 +412,22 @@ def collect(python):
 
 
 def pristine_python():
-    """A pristine CPython 3.11 to compare with, or None."""
+    """This base's pristine CPython (PRISTINE_VERSION) to compare with, or
+    None."""
     import glob
     candidates = [os.environ.get("TRACEMALLOC_PRISTINE_PYTHON", "")]
-    # The build of `make bench-pristine`, then the system's 3.11.
+    # The build of `make bench-pristine`, then the system's interpreter of
+    # that version.
     cache = os.environ.get("TRACEMALLOC_FORK_CACHE") or os.path.expanduser(
         "~/.cache/tracemalloc-fork")
     # (only finished builds: the stamp is written last)
     for stamp in sorted(glob.glob(os.path.join(
-            cache, "pristine-3.11.2-build", "*", ".built"))):
+            cache, f"pristine-{PRISTINE_VERSION}-build", "*", ".built"))):
         candidates.append(os.path.join(os.path.dirname(stamp),
-                                       "Python-3.11.2", "python"))
-    candidates.append("/usr/bin/python3.11")
+                                       f"Python-{PRISTINE_VERSION}",
+                                       "python"))
+    candidates.append(f"/usr/bin/python{sys.version_info[0]}."
+                      f"{sys.version_info[1]}")
     for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
@@ -418,8 +438,8 @@ def record(python=sys.executable):
     """The JSON document of recorded outcomes, for this interpreter."""
     return {
         "python": sys.version.split()[0],
-        "note": "outcomes of pristine CPython 3.11.2, written by "
-                "test_tracemalloc_badinput.py --record",
+        "note": f"outcomes of pristine CPython {sys.version.split()[0]}, "
+                "written by test_tracemalloc_badinput.py --record",
         "cases": collect(python),
         "options": run_option_cases(python),
     }
@@ -503,12 +523,14 @@ class BadInputTest(unittest.TestCase):
         # The record is what pristine does today (not a stale file).
         python = pristine_python()
         if python is None:
-            self.skipTest("no pristine 3.11 interpreter found")
+            self.skipTest(f"no pristine {PRISTINE_VERSION} interpreter "
+                          f"found")
         check = subprocess.run([python, "-c", "import sys; "
-                                "print(sys.version_info[:2] == (3, 11))"],
+                                "print(sys.version.split()[0])"],
                                stdout=subprocess.PIPE, text=True)
-        if check.stdout.strip() != "True":
-            self.skipTest(f"{python} is not 3.11")
+        if check.stdout.strip() != PRISTINE_VERSION:
+            self.skipTest(f"{python} is {check.stdout.strip()}, not "
+                          f"{PRISTINE_VERSION}")
         live = collect(python)
         self.assertEqual(live, self.recorded["cases"])
 

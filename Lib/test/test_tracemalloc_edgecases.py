@@ -24,6 +24,8 @@ _tracemalloc = import_helper.import_module('_tracemalloc')
 _testtracemalloc = import_helper.import_module('_testtracemalloc')
 _testcapi = import_helper.import_module('_testcapi')
 ctypes = import_helper.import_module('ctypes')
+from test.test_tracemalloc_engine import (get_traceback,
+                                          get_traceback_function)
 
 
 def here():
@@ -59,17 +61,17 @@ class TrackFreedPoolBlockTest(EngineTest):
         if reused:
             # Upstream too: the new block's trace replaced the tracked
             # one, and its free removed it.
-            self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+            self.assertIsNone(get_traceback(0, addr))
             self.assertNotIn(100, [t.size for t in
                                    tracemalloc.take_snapshot().traces])
             return
-        self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNotNone(get_traceback(0, addr))
         # Snapshots still work, and hold the trace.
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertEqual(sizes.count(100), 1)
         _testcapi.tracemalloc_untrack(0, addr)
         _testtracemalloc.check_consistency()
-        self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNone(get_traceback(0, addr))
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertNotIn(100, sizes)
 
@@ -99,9 +101,9 @@ class TrackFreedPoolBlockTest(EngineTest):
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertIn(200, sizes)
         self.assertNotIn(100, sizes)
-        self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNotNone(get_traceback(0, addr))
         _testtracemalloc.free_reallocated()
-        self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNone(get_traceback(0, addr))
         _testtracemalloc.check_consistency()
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertNotIn(100, sizes)
@@ -210,13 +212,15 @@ class SubinterpreterTest(EngineTest):
         # its own frames, like its objects.
         r, w = os.pipe()
         self.addCleanup(os.close, r)
+        module, function = get_traceback_function()
         code = textwrap.dedent(f"""
-            import os, _testtracemalloc, _testcapi
+            import os, _testtracemalloc
+            from {module} import {function} as get_traceback
             before = _testtracemalloc.foreign_entries()
             addrs = [_testtracemalloc.raw_malloc_with_gil(100)
                      for _ in range(50)]
             after = _testtracemalloc.foreign_entries()
-            tb = _testcapi.tracemalloc_get_traceback(0, addrs[0])
+            tb = get_traceback(0, addrs[0])
             for a in addrs:
                 _testtracemalloc.raw_free_with_gil(a)
             os.write({w}, repr((after - before, tb)).encode())
@@ -227,7 +231,9 @@ class SubinterpreterTest(EngineTest):
             foreign, tb = eval(f.read())
         self.assertEqual(foreign, 0)
         self.assertIsNotNone(tb)
-        self.assertEqual(tb[0], ('<string>', 4))
+        allocation_line = 1 + code.splitlines().index(
+            "addrs = [_testtracemalloc.raw_malloc_with_gil(100)")
+        self.assertEqual(tb[0], ('<string>', allocation_line))
 
 
 class FilenameTest(EngineTest):
@@ -275,14 +281,14 @@ class NoGilTrackTest(EngineTest):
         data = bytearray(100)       # a 157-byte pymalloc block
         addr = id(data)
         # bytearray objects are not GC objects: the block starts at id().
-        self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNotNone(get_traceback(0, addr))
         _testcapi.tracemalloc_track(0, addr, 1000, True)
         _testtracemalloc.check_consistency()
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertEqual(sizes.count(1000), 1)
         del data
         _testtracemalloc.check_consistency()
-        self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNone(get_traceback(0, addr))
         sizes = [t.size for t in tracemalloc.take_snapshot().traces]
         self.assertNotIn(1000, sizes)
 

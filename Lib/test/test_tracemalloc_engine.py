@@ -47,10 +47,46 @@ except ImportError:
     _testcapi = None
 
 requires_testcapi = unittest.skipIf(_testcapi is None, 'needs _testcapi')
+
+
+def get_traceback_function():
+    """(module name, function name) of _PyTraceMalloc_GetTraceback() as
+    the base's test modules export it: _testcapi.tracemalloc_get_traceback
+    on 3.11, _testinternalcapi._PyTraceMalloc_GetTraceback on 3.13 (which
+    has no _testcapi one).  Subinterpreter code imports it by these
+    names."""
+    if _testcapi is not None and hasattr(_testcapi,
+                                         'tracemalloc_get_traceback'):
+        return '_testcapi', 'tracemalloc_get_traceback'
+    return '_testinternalcapi', '_PyTraceMalloc_GetTraceback'
+
+
 if _testcapi is not None:
     track = _testcapi.tracemalloc_track
     untrack = _testcapi.tracemalloc_untrack
-    get_traceback = _testcapi.tracemalloc_get_traceback
+    # get_traceback(domain, address): the trace's frames, most recent
+    # first, or None.
+    get_traceback = getattr(
+        import_helper.import_module(get_traceback_function()[0]),
+        get_traceback_function()[1])
+    # The name of the allocators in use ('pymalloc', 'malloc', 'debug',
+    # ...; RuntimeError for a user's): in _testcapi on 3.11, in
+    # _testinternalcapi on 3.13.
+    if hasattr(_testcapi, 'pymem_getallocatorsname'):
+        pymem_getallocatorsname = _testcapi.pymem_getallocatorsname
+    else:
+        pymem_getallocatorsname = import_helper.import_module(
+            '_testinternalcapi').pymem_getallocatorsname
+
+# PYTHONMALLOC=mimalloc and mimalloc_debug exist from 3.13 on, in builds
+# with mimalloc (the feature test.support.with_mimalloc() asks for).
+WITH_MIMALLOC = bool(getattr(_testcapi, 'WITH_MIMALLOC', False))
+requires_mimalloc = unittest.skipUnless(
+    WITH_MIMALLOC, f'no mimalloc in Python {sys.version.split()[0]}')
+
+# PEP 709 (3.12): list, dict and set comprehensions run inline in their
+# caller's frame; generator expressions keep a frame of their own.
+COMPREHENSIONS_INLINED = sys.version_info >= (3, 12)
 
 # Default traceback limit of the tests: deeper than the unittest stack.
 NFRAME = 100
@@ -145,7 +181,7 @@ def allocator_name():
     if _testcapi is None:
         return None
     try:
-        return _testcapi.pymem_getallocatorsname()
+        return pymem_getallocatorsname()
     except RuntimeError:
         return None
 
@@ -312,14 +348,17 @@ class TracebackTest(EngineTestCase):
         # Called twice from two lines: the per-frame cache must follow.
         objs1, exp1 = f()
         objs2, exp2 = f()
-        # The objects were made by the list comprehension's frame.
-        for obj in objs1:
-            frames = list(reversed(raw_frames(obj)))
-            self.assertEqual(frames[:-1], exp1)
-            self.assertEqual(frames[-1][1], exp1[-1][1])
-        for obj in objs2:
-            frames = list(reversed(raw_frames(obj)))
-            self.assertEqual(frames[:-1], exp2)
+        # The objects were made by the list comprehension's frame, called
+        # from f's line; with inlined comprehensions, by f's frame on that
+        # line.
+        for objs, expected in ((objs1, exp1), (objs2, exp2)):
+            for obj in objs:
+                frames = list(reversed(raw_frames(obj)))
+                if COMPREHENSIONS_INLINED:
+                    self.assertEqual(frames, expected)
+                else:
+                    self.assertEqual(frames[:-1], expected)
+                    self.assertEqual(frames[-1][1], expected[-1][1])
 
     def test_line_memo_follows_lines(self):
         # The per-frame memo covers every instruction of the line of the
@@ -678,10 +717,22 @@ class TracebackTest(EngineTestCase):
         pairs = (lc + list(dc.values()) + list(sc) + ge
                  + [p for row in nested for p in row])
         self.check_all(pairs)
-        # Each comprehension is its own frame, called from this file.
         this_file = stack()[-1][0]
-        for _, expected in pairs:
+        if not COMPREHENSIONS_INLINED:
+            # Each comprehension is its own frame, called from this file.
+            for _, expected in pairs:
+                self.assertEqual(expected[-2][0], this_file)
+            return
+        # The generator expression is its own frame, called from this one;
+        # the others run in this frame.
+        depth = len(stack())
+        for _, expected in ge:
+            self.assertEqual(len(expected), depth + 1)
             self.assertEqual(expected[-2][0], this_file)
+        for _, expected in (lc + list(dc.values()) + list(sc)
+                            + [p for row in nested for p in row]):
+            self.assertEqual(len(expected), depth)
+            self.assertEqual(expected[-1][0], this_file)
 
     def test_lambdas(self):
         make = lambda: (Obj(), stack())
@@ -1036,7 +1087,7 @@ class StoreExactnessTest(EngineTestCase):
         self.assertIsNotNone(ptr)
         self.assertEqual(sizes_at(key), sorted([size, int_size(ptr)]))
         if _testcapi is not None:
-            frames = _testcapi.tracemalloc_get_traceback(0, ptr)
+            frames = get_traceback(0, ptr)
             self.assertIsNotNone(frames)
             self.assertEqual(frames[:2], key)
         self.check_consistency()
@@ -1193,7 +1244,7 @@ class StoreExactnessTest(EngineTestCase):
         self.check_consistency()
         if _testcapi is not None:
             for d, p, size in old:
-                self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, p))
+                self.assertIsNone(get_traceback(0, p))
         before = tracemalloc.get_traced_memory()[0]
         for d, p, size in old:
             d.free(p)
@@ -1222,7 +1273,7 @@ class StoreExactnessTest(EngineTestCase):
         self.check_consistency()
         if _testcapi is not None:
             for p in mid[::50]:
-                frames = _testcapi.tracemalloc_get_traceback(0, p)
+                frames = get_traceback(0, p)
                 self.assertIsNotNone(frames)
         for p in mid:
             d.free(p)
@@ -1248,7 +1299,7 @@ class UserAllocatorStoreTest(StoreExactnessTest):
 
     def test_hooks_really_installed(self):
         # pymem_getallocatorsname() cannot name a user's allocator.
-        self.assertRaises(RuntimeError, _testcapi.pymem_getallocatorsname)
+        self.assertRaises(RuntimeError, pymem_getallocatorsname)
 
     def test_tracebacks_under_hooks(self):
         def f():
@@ -1278,6 +1329,16 @@ class StoreSubprocessTest(unittest.TestCase):
 
     def test_pythonmalloc_debug(self):
         self.run_classes('debug', StoreExactnessTest, UserAllocatorStoreTest)
+
+    @requires_mimalloc
+    def test_pythonmalloc_mimalloc(self):
+        self.run_classes('mimalloc', StoreExactnessTest,
+                         UserAllocatorStoreTest)
+
+    @requires_mimalloc
+    def test_pythonmalloc_mimalloc_debug(self):
+        self.run_classes('mimalloc_debug', StoreExactnessTest,
+                         UserAllocatorStoreTest)
 
     def test_pythonmalloc_malloc_debug_tracebacks(self):
         self.run_classes('malloc_debug', TracebackTest)
@@ -1422,7 +1483,7 @@ class ThreadStressTest(EngineTestCase):
                 p = state.get('p')
                 if p is None:
                     continue
-                frames = _testcapi.tracemalloc_get_traceback(0, p)
+                frames = get_traceback(0, p)
                 # Untraced, or traced by the worker's successful realloc.
                 if frames is not None and frames != (tuple(state['key'][-1]),):
                     wrong.append(frames)
@@ -1551,7 +1612,7 @@ class BookkeepingOOMTest(EngineTestCase):
                 nulls += 1
             else:
                 held.append(p)
-                self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, p)
+                self.assertIsNotNone(get_traceback(0, p)
                                      if _testcapi else True)
         self.check_consistency()
         if allocator_name() == 'pymalloc':
@@ -1585,7 +1646,7 @@ class BookkeepingOOMTest(EngineTestCase):
             ctypes.memset(p2, 0x44, 496)
             held.append(p2)
             if (_testcapi is not None
-                    and _testcapi.tracemalloc_get_traceback(0, p2) is None):
+                    and get_traceback(0, p2) is None):
                 untraced += 1
             self.check_consistency()
         if allocator_name() == 'pymalloc' and _testcapi is not None:
@@ -1813,7 +1874,7 @@ class TrackTest(EngineTestCase):
         p = libc.malloc(4321)
         self.addCleanup(libc.free, p)
         _testcapi.tracemalloc_track(0, p, 4321, True); expected = stack()
-        frames = _testcapi.tracemalloc_get_traceback(0, p)
+        frames = get_traceback(0, p)
         self.assertEqual(list(reversed(frames)), expected)
         snapshot = tracemalloc.take_snapshot()
         want = [tracemalloc.Frame(f) for f in reversed(frames)]
@@ -1827,7 +1888,7 @@ class TrackTest(EngineTestCase):
         self.assertIn(4321, [s.size for s in stats])
         self.check_consistency()
         _testcapi.tracemalloc_untrack(0, p)
-        self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, p))
+        self.assertIsNone(get_traceback(0, p))
         self.check_consistency()
 
     def test_domain_zero_inside_a_traced_pymalloc_block(self):
@@ -1838,11 +1899,11 @@ class TrackTest(EngineTestCase):
         addr = id(data) + 8
         _testcapi.tracemalloc_track(0, addr, 10, False)
         self.assertAllocatedAt(data, expected)
-        self.assertIsNotNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNotNone(get_traceback(0, addr))
         self.check_consistency()
         _testcapi.tracemalloc_untrack(0, addr)
         self.assertAllocatedAt(data, expected)
-        self.assertIsNone(_testcapi.tracemalloc_get_traceback(0, addr))
+        self.assertIsNone(get_traceback(0, addr))
         self.check_consistency()
 
     def test_many_domains_same_addresses(self):

@@ -1,6 +1,6 @@
-"""The fork keeps binary compatibility with extensions built for stock 3.11.
+"""The fork keeps binary compatibility with extensions built for stock CPython.
 
-numpy, as Debian ships it for its python3.11 (compiled against stock CPython
+On the 3.11 base: numpy, as Debian ships it for its python3.11 (compiled against stock CPython
 3.11, not against this fork), must import and work with tracing off and on,
 and its buffers, which it reports through PyTraceMalloc_Track() in its own
 domain, must be traced with the right traceback and untracked when freed.
@@ -8,6 +8,7 @@ domain, must be traced with the right traceback and untracked when freed.
 
 import glob
 import os
+import sys
 import textwrap
 import unittest
 
@@ -16,19 +17,35 @@ from test.support.script_helper import assert_python_ok
 NUMPY_DOMAIN = 389047   # NPY_TRACE_DOMAIN
 
 
+# Debian's numpy is built for the system's CPython (3.11): its extension
+# modules carry that version's tag, and a base of another version cannot
+# import them.  Binary extensions built for stock 3.13 are tested against
+# pristine 3.13.15's headers instead (issue 20, item 8).
+TAG = sys.implementation.cache_tag      # 'cpython-311', 'cpython-313'
+
+
 def find_numpy_site():
     for site in glob.glob("/usr/lib/python3/dist-packages"):
         if glob.glob(os.path.join(site, "numpy", "core",
-                                  "_multiarray_umath.cpython-311-*.so")):
+                                  f"_multiarray_umath.{TAG}-*.so")):
             return site
     return None
+
+
+def skip_reason():
+    if not glob.glob("/usr/lib/python3/dist-packages/numpy/core/"
+                     "_multiarray_umath.*.so"):
+        return ("Debian's python3-numpy is not installed; .ci/run "
+                "installs it")
+    return (f"Debian's python3-numpy has no {TAG} build: it is built for "
+            f"the system's CPython, not for this base "
+            f"({sys.version.split()[0]})")
 
 
 SITE = find_numpy_site()
 
 
-@unittest.skipIf(SITE is None, "Debian's python3-numpy (for 3.11) is not "
-                 "installed; .ci/run installs it")
+@unittest.skipIf(SITE is None, skip_reason())
 class NumpyTest(unittest.TestCase):
     def run_child(self, body, *args):
         code = f"import sys; sys.path.append({SITE!r})\n" + textwrap.dedent(body)
