@@ -1,5 +1,6 @@
 """Tracing off costs one predictable branch: the allocator entry points
-keep pristine 3.11.2's tail call.
+keep pristine's tail call (3.11.2 or 3.13.15, the base this interpreter
+was built from).
 
 Each public allocator function must test the tracing flag and then, on the
 untraced path, jump to the installed allocator (`jmp *`), with no call and
@@ -35,16 +36,17 @@ def binary_with_symbols():
 
 
 def pristine_binary():
-    """Pristine 3.11.2's interpreter as `make bench-pristine` builds it, or
-    None: $TRACEMALLOC_PRISTINE_PYTHON, else the newest build in the
-    cache."""
+    """Pristine upstream of this interpreter's version, as `make
+    bench-pristine` builds it, or None: $TRACEMALLOC_PRISTINE_PYTHON, else
+    the newest build in the cache."""
     path = os.environ.get("TRACEMALLOC_PRISTINE_PYTHON")
     if path:
         return path if os.path.exists(path) else None
     cache = os.environ.get("TRACEMALLOC_FORK_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "tracemalloc-fork")
-    root = os.path.join(cache, "pristine-3.11.2-build")
-    found = sorted(glob.glob(os.path.join(root, "*", "Python-3.11.2",
+    version = platform.python_version()
+    root = os.path.join(cache, f"pristine-{version}-build")
+    found = sorted(glob.glob(os.path.join(root, "*", f"Python-{version}",
                                           "python")), key=os.path.getmtime)
     return found[-1] if found else None
 
@@ -90,8 +92,8 @@ class UntracedPathTest(unittest.TestCase):
         binary = binary_with_symbols()
         pristine = pristine_binary()
         if pristine is None:
-            print("no pristine 3.11.2 build: path lengths checked against "
-                  "a fixed bound", file=sys.stderr)
+            print(f"no pristine {platform.python_version()} build: path "
+                  "lengths checked against a fixed bound", file=sys.stderr)
         for function in FUNCTIONS:
             with self.subTest(function=function):
                 code = disassemble(binary, function)
