@@ -486,7 +486,8 @@ def pytest_sessionfinish(session, exitstatus):
 """
 
 
-def run_markupsafe_tests(python, built, source, tracing="PYTHONTRACEMALLOC=25"):
+def run_markupsafe_tests(python, built, source,
+                         tracing="PYTHONTRACEMALLOC=25"):
     """Run markupsafe's own tests (its tests/ directory) with pytest on
     *python*, on the package in *built*; return a dict: passed, failed,
     skipped (counts), speedups_passed (tests run on _speedups), speedups
@@ -714,7 +715,8 @@ INTERNAL_LAYOUT = {
                                         "f_locals_cache", "_f_frame_data"]),
     "PyGenObject": ("PyGenObject", ["gi_weakreflist", "gi_name",
                                     "gi_qualname", "gi_exc_state",
-                                    "gi_origin_or_finalizer", "gi_hooks_inited",
+                                    "gi_origin_or_finalizer",
+                                    "gi_hooks_inited",
                                     "gi_closed", "gi_running_async",
                                     "gi_frame_state", "gi_iframe"]),
 }
