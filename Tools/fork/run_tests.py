@@ -48,6 +48,7 @@ OURS = [
     "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
     "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without pristine 3.11.2
+    "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
 ]
 
 # `make test-real-suites` (--only real-suites): the pytest plugin on slices
