@@ -405,7 +405,14 @@ class MakeBaseTest(unittest.TestCase):
                               stderr=subprocess.PIPE, text=True)
 
     def test_help_names_the_base(self):
+        # Without BASE, the default base: 3.13.15.
         out = self.make("help")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("pristine 3.13.15 + our files + patches/3.13",
+                      out.stdout)
+        self.assertIn("default 3.13 (3.13.15)", out.stdout)
+        self.assertNotIn("not ported", out.stdout)
+        out = self.make("BASE=3.11", "help")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("pristine 3.11.2 + our files + patches/3.11", out.stdout)
         out = self.make("BASE=3.13", "help")
