@@ -1,13 +1,14 @@
-"""Differential test: the fork's traces against pristine CPython 3.11.2.
+"""Differential test: the fork's traces against pristine CPython.
 
 Each program of tracemalloc_parity/scenarios.py (recursion, generators
 resumed from several callers, coroutines and asynchronous generators under
 asyncio, closures, calls, callbacks from C, exceptions, comprehensions,
 class bodies, a thread, big buffers, resizing, code compiled at run time,
-other domains, free lists...) runs on this interpreter and on pristine
-3.11.2 (CONFIGURATIONS): at N = 1, 5 and 25 frames with tracing started by
-tracemalloc.start(), at N = 5 with -X tracemalloc, and at N = 5 under
-PYTHONMALLOC=malloc and debug.  The live traces allocated in scenarios.py
+other domains, free lists...) runs on this interpreter and on the
+pristine release of its base, 3.11.2 or 3.13.15 (CONFIGURATIONS): at N = 1,
+5 and 25 frames with tracing started by tracemalloc.start(), at N = 5 with
+-X tracemalloc, and at N = 5 under PYTHONMALLOC=malloc and debug (and on
+3.13 mimalloc and mimalloc_debug).  The live traces allocated in scenarios.py
 are compared per traceback (frames, total number of frames, domain): the
 number of traces and their sizes.
 
@@ -30,7 +31,7 @@ expects exactly:
 
 Any other difference fails, with the tracebacks and sizes on both sides.
 
-Pristine 3.11.2 is the interpreter named by $TRACEMALLOC_PRISTINE_PYTHON
+Pristine is the interpreter named by $TRACEMALLOC_PRISTINE_PYTHON
 (the tests fail if it is not there), else the one `make bench-pristine`
 built in the fork's cache (`make test` passes it by name when it exists).
 Without it the tests are skipped, and say so.
@@ -49,7 +50,8 @@ PROGRAMS_DIR = os.path.join(HERE, "tracemalloc_parity")
 RUNNER = os.path.join(PROGRAMS_DIR, "runner.py")
 
 PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
-PRISTINE_VERSION = "3.11.2"
+# The pristine release of this base: the fork keeps upstream's version.
+PRISTINE_VERSION = sys.version.split()[0]
 
 # How tracing is started, with how many frames, and under which allocator
 # (PYTHONMALLOC; None: pymalloc): tracemalloc.start(N) in the program, or
@@ -64,6 +66,17 @@ CONFIGURATIONS = (
     ("start", 5, "malloc"),
     ("start", 5, "debug"),
 )
+# 3.13's allocators in a default build add mimalloc (feature-tested the way
+# test.support.with_mimalloc() does).
+try:
+    import _testcapi
+except ImportError:
+    _testcapi = None
+if getattr(_testcapi, "WITH_MIMALLOC", False):
+    CONFIGURATIONS += (
+        ("start", 5, "mimalloc"),
+        ("start", 5, "mimalloc_debug"),
+    )
 
 # Bytes that patch 0002 adds to _PyInterpreterFrame, and so to every object
 # that embeds one.
@@ -98,7 +111,7 @@ SKIP_REASON = None
 
 
 def find_pristine():
-    """Return (path of pristine 3.11.2's python, None) or (None, why not)."""
+    """Return (path of the pristine python, None) or (None, why not)."""
     path = os.environ.get(PRISTINE_ENV)
     if path:
         if os.access(path, os.X_OK):
@@ -366,7 +379,7 @@ class CompareTest(unittest.TestCase):
 
 
 class ParityTest(unittest.TestCase):
-    """Each scenario on the fork and on pristine 3.11.2."""
+    """Each scenario on the fork and on its base's pristine release."""
 
     def setUp(self):
         if SKIP_REASON is not None and os.environ.get(PRISTINE_ENV):
