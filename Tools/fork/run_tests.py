@@ -4,7 +4,7 @@ Runs, each test module in its own interpreter process (two at a time by
 default), and counts individual test cases:
 
 1. conformance: upstream's Lib/test/test_tracemalloc.py, unmodified, under
-   pymalloc, PYTHONMALLOC=malloc and PYTHONMALLOC=debug;
+   every allocator the base offers (ALLOCATORS: PYTHONMALLOC=...);
 2. the fork's own tests (new files beside it, and Tools/fork/tests);
 3. a regression subset of the stdlib suite chosen for what the engine
    touches, once plainly and once with PYTHONTRACEMALLOC=25.
@@ -18,6 +18,7 @@ import concurrent.futures
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -47,7 +48,7 @@ OURS = [
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
     "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
     "test_patch_deletions",     # Tools/fork/tests
-    "test.test_tracemalloc_parity",  # skips without pristine 3.11.2
+    "test.test_tracemalloc_parity",  # skips without the base's pristine
     "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
 ]
 
@@ -89,31 +90,82 @@ REGRESSION = [
     "test.test_scope",
 ]
 
-# Tests whose upstream expectation the fork changes on purpose, with why.
+# PYTHONMALLOC values each base offers in a default build, under which
+# conformance runs upstream's test_tracemalloc (pymalloc: the default).
+ALLOCATORS = {
+    (3, 11): ("pymalloc", "malloc", "debug"),
+    (3, 13): ("pymalloc", "malloc", "debug", "pymalloc_debug", "mimalloc",
+              "mimalloc_debug"),
+}
+
+# Tests whose upstream expectation the fork changes on purpose, with why;
+# per base, each checked against that base's pristine build.
+FRAME_FIELD = ("patch 0002 appends the call-context cache to "
+               "_PyInterpreterFrame: frame and generator objects are 16 "
+               "bytes larger (pristine passes it)")
 KNOWN_DIFFERENCES = {
-    "test.test_sys.SizeofTest.test_objecttypes":
-        "patch 0002 appends the call-context cache to _PyInterpreterFrame: "
-        "frame and generator objects are 8 bytes larger",
+    (3, 11): {"test.test_sys.SizeofTest.test_objecttypes": FRAME_FIELD},
+    (3, 13): {"test.test_sys.SizeofTest.test_objecttypes": FRAME_FIELD},
+}
+
+# Our tests that a bug of the base's own interpreter fails, with the
+# upstream issue; each reproduced on the base's pristine build.
+MAKE_FUNCTION_OOM = ("gh-122752: 3.13's MAKE_FUNCTION releases the code "
+                     "object twice when PyFunction_New() fails, and the "
+                     "failure sweep fails it (pristine 3.13.15 crashes the "
+                     "same way on a failed def)")
+BASE_BUGS = {
+    (3, 11): {},
+    (3, 13): {f"test.test_tracemalloc_stress.StressTest.test_nomemory_{op}":
+              MAKE_FUNCTION_OOM
+              for op in ("statistics", "compare_to", "dump", "load")},
 }
 
 # Tests excluded from the PYTHONTRACEMALLOC=25 run only: each starts a child
 # interpreter that must run with tracemalloc off and checks its output, but
-# the child inherits PYTHONTRACEMALLOC.  Pristine 3.11 fails them the same
-# way under that variable.
-CHILD_EXPECTS_TRACING_OFF = "its child process inherits PYTHONTRACEMALLOC " \
-    "and expects tracing off (pristine 3.11 fails it the same way)"
+# the child inherits PYTHONTRACEMALLOC.  Pristine fails them the same way
+# under that variable.
+CHILD_EXPECTS_TRACING_OFF = ("its child process inherits PYTHONTRACEMALLOC "
+                             "and expects tracing off (pristine {} fails "
+                             "it the same way)")
+
+
+def _debug_hook_tests(module, classes, base):
+    return {f"{module}.{cls}.{name}": CHILD_EXPECTS_TRACING_OFF.format(base)
+            for cls in classes
+            for name in ("test_api_misuse", "test_buffer_overflow")}
+
+
 TRACED_EXCLUSIONS = {
-    "test.test_warnings.PyWarningsDisplayTests.test_tracemalloc":
-        CHILD_EXPECTS_TRACING_OFF,
-    **{f"test.test_capi.test_misc.{cls}.{name}": CHILD_EXPECTS_TRACING_OFF
-       for cls in ("PyMemDebugTests", "PyMemMallocDebugTests",
-                   "PyMemPymallocDebugTests")
-       for name in ("test_api_misuse", "test_buffer_overflow")},
+    (3, 11): {
+        "test.test_warnings.PyWarningsDisplayTests.test_tracemalloc":
+            CHILD_EXPECTS_TRACING_OFF.format("3.11.2"),
+        **_debug_hook_tests("test.test_capi.test_misc",
+                            ("PyMemDebugTests", "PyMemMallocDebugTests",
+                             "PyMemPymallocDebugTests"), "3.11.2"),
+    },
+    (3, 13): {
+        "test.test_warnings.PyWarningsDisplayTests.test_tracemalloc":
+            CHILD_EXPECTS_TRACING_OFF.format("3.13.15"),
+        # 3.13 moved these tests to test_capi.test_mem and added mimalloc.
+        **_debug_hook_tests("test.test_capi.test_mem",
+                            ("PyMemDebugTests", "PyMemMallocDebugTests",
+                             "PyMemPymallocDebugTests",
+                             "PyMemMimallocDebugTests"), "3.13.15"),
+    },
 }
 
 
+def base_of(python):
+    """(major, minor) of the interpreter *python*: the base under test."""
+    out = subprocess.run([python, "-c", "import sys; "
+                          "print(*sys.version_info[:2])"],
+                         stdout=subprocess.PIPE, text=True, check=True)
+    return tuple(map(int, out.stdout.split()))
+
+
 def parity_note():
-    """Which pristine 3.11.2 the parity test compares with, or why it
+    """Which pristine build the parity test compares with, or why it
     skips."""
     path = os.path.join(REPO, "Lib", "test", "test_tracemalloc_parity.py")
     spec = importlib.util.spec_from_file_location("_parity_probe", path)
@@ -177,9 +229,22 @@ def main():
                         help="run one group only (real-suites: only so)")
     args = parser.parse_args()
 
+    base = base_of(args.python)
+    if base not in ALLOCATORS:
+        parser.error(f"{args.python} is Python {base}: no base of the fork")
+    known_differences = {**KNOWN_DIFFERENCES[base], **BASE_BUGS[base]}
+    traced_exclusions = TRACED_EXCLUSIONS[base]
+    # Tests of signal delivery (test_threading's interrupt_main(),
+    # test_generators' raise(SIGINT)) need Python's own SIGINT handler,
+    # which an interpreter installs only when SIGINT is not ignored at
+    # its start; a shell ignores it in jobs started with `&`.  A handler
+    # here becomes the default action in the children.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     runs = []
     if args.only in (None, "conformance"):
-        for alloc in ("pymalloc", "malloc", "debug"):
+        for alloc in ALLOCATORS[base]:
             env = {} if alloc == "pymalloc" else {"PYTHONMALLOC": alloc}
             for m in CONFORMANCE:
                 runs.append((f"conformance[{alloc}]", m, env))
@@ -202,9 +267,9 @@ def main():
           f"{args.jobs} at a time", flush=True)
     if any(module == "test.test_tracemalloc_parity" for _, module, _ in runs):
         print(f"  {parity_note()}")
-    for test_id, why in KNOWN_DIFFERENCES.items():
+    for test_id, why in known_differences.items():
         print(f"  excluded {test_id}: {why}")
-    for test_id, why in TRACED_EXCLUSIONS.items():
+    for test_id, why in traced_exclusions.items():
         print(f"  excluded under PYTHONTRACEMALLOC=25 {test_id}: {why}")
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     failures = []
@@ -212,9 +277,9 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = []
         for label, module, env in runs:
-            excluded = dict(KNOWN_DIFFERENCES)
+            excluded = dict(known_differences)
             if "PYTHONTRACEMALLOC" in env:
-                excluded.update(TRACED_EXCLUSIONS)
+                excluded.update(traced_exclusions)
             skips = {t for t in excluded if t.startswith(module + ".")}
             futures.append(pool.submit(run_one, args.python, label, module,
                                        env, args.timeout, skips))
