@@ -50,18 +50,25 @@ def _import_binary_compat():
     return None
 
 
-if sys.version_info[:2] != (3, 13):
-    raise unittest.SkipTest("binary compatibility with stock 3.13.15 is "
+def _prerequisites():
+    """(binary_compat, pristine's python, None) or (..., why the tests
+    skip)."""
+    if sys.version_info[:2] != (3, 13):
+        return None, None, ("binary compatibility with stock 3.13.15 is "
                             "checked on the 3.13 base only")
-binary_compat = _import_binary_compat()
-if binary_compat is None:
-    raise unittest.SkipTest("Tools/fork/binary_compat.py not found (run "
+    module = _import_binary_compat()
+    if module is None:
+        return None, None, ("Tools/fork/binary_compat.py not found (run "
                             "through `make test`)")
-try:
-    PRISTINE = binary_compat.find_pristine()
-except binary_compat.Unavailable as exc:
-    raise unittest.SkipTest(str(exc))
+    try:
+        return module, module.find_pristine(), None
+    except module.Unavailable as exc:
+        return module, None, str(exc)
+
+
+binary_compat, PRISTINE, SKIP_REASON = _prerequisites()
 FORK = sys.executable
+skip_unless_ready = unittest.skipIf(SKIP_REASON is not None, SKIP_REASON)
 
 
 def sha256(path):
@@ -69,6 +76,7 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+@skip_unless_ready
 class LayoutTest(unittest.TestCase):
     def test_public_structures_unchanged(self):
         diffs = binary_compat.compare_layouts(FORK, PRISTINE, "public")
@@ -84,6 +92,7 @@ class LayoutTest(unittest.TestCase):
                          "read through macros moved (item, pristine, fork)")
 
 
+@skip_unless_ready
 class StdlibExtensionsTest(unittest.TestCase):
     """Pristine's own extension modules, with their stdlib tests."""
 
@@ -127,10 +136,11 @@ def _add_suite_test(name):
     setattr(StdlibExtensionsTest, test.__name__, test)
 
 
-for _name in binary_compat.STDLIB_SUITES:
+for _name in (binary_compat.STDLIB_SUITES if binary_compat else ()):
     _add_suite_test(_name)
 
 
+@skip_unless_ready
 class MarkupSafeTest(unittest.TestCase):
     """A third-party C extension from Debian's source package."""
 
