@@ -47,7 +47,18 @@ struct _PyTraceMalloc_Config {
 };
 struct _tracemalloc_runtime_state {
     struct _PyTraceMalloc_Config config;
+    /* Upstream keeps its whole engine state here (232 bytes on 64-bit
+       builds).  The stdlib's extension modules are built with
+       Py_BUILD_CORE_MODULE and read _PyRuntime's later fields (the static
+       objects behind _Py_ID() and the small ints, the main interpreter)
+       at offsets computed from upstream's headers: a module built for
+       stock 3.13 must find them where it expects.  Not used. */
+    void *upstream_layout[27];
 };
+#if SIZEOF_VOID_P == 8
+_Static_assert(sizeof(struct _tracemalloc_runtime_state) == 232,
+               "the runtime's tracemalloc field keeps upstream 3.13's size");
+#endif
 #define _tracemalloc_runtime_state_INIT \
     { \
         .config = { \
