@@ -68,6 +68,7 @@ help:
 	@echo "make bench-pristine  build pristine $(BASE_VERSION) with the same flags (cached)"
 	@echo "make bench-leakcheck  cost of a leak check in a 10^5-live-trace process"
 	@echo "make test-real-suites the pytest plugin on real projects' suites (Debian sources)"
+	@echo "make abi-check       extensions built for stock 3.13.15 loaded and tested in the fork, traced"
 	@echo "make bench-pytest-leakcheck  wall-time factor of pytest --tracemalloc-leaks"
 	@echo "make bench-instructions | bench-longrun | bench-snapshots   one benchmark suite"
 	@echo "make sanitizer-test  ASan+UBSan build (build/BASE/asan), engine tests and a traced suite slice"
@@ -258,6 +259,17 @@ clean:
 
 distclean:
 	rm -rf $(BUILD_DIR) $(FORK_PYTHON)
+
+# Binary compatibility with stock CPython (3.13 base): the extension
+# modules of pristine's own build and a third-party C extension (Debian's
+# markupsafe), built with pristine's headers, loaded into the fork and
+# tested traced; public struct layouts compared.  Also part of make test
+# (test_tracemalloc_abi).  See Tools/fork/binary_compat.py.
+.PHONY: abi-check
+abi-check: build bench-pristine
+	@test "$(BASE)" = 3.13 || { echo "abi-check: the 3.13 base only" >&2; exit 1; }
+	$(FORK_PYTHON) Tools/fork/binary_compat.py --fork $(OBJ_DIR)/python \
+	    --pristine $(PRISTINE_PYTHON)
 
 # The pytest plugin on slices of real projects' test suites (Debian source
 # packages, fetched once into the cache; skipped, saying so, without them).
