@@ -28,11 +28,11 @@ The package's other modules:
 * ``__main__``: the command line, ``python -m tracemalloc``.
 """
 
-from array import array
+from array import array as _array
 from collections.abc import Sequence, Iterable
 from functools import total_ordering
 import fnmatch
-from itertools import compress
+from itertools import compress as _compress
 import linecache
 import operator
 import os.path
@@ -467,9 +467,9 @@ class _Columns:
         """The columns of the traces whose item of *keep* is true."""
         keep = list(keep)
         return _Columns(self.frames, self.total_nframe, self.threads,
-                        array('I', compress(self.domains, keep)),
-                        array('Q', compress(self.sizes, keep)),
-                        array('I', compress(self.indexes, keep)))
+                        _array('I', _compress(self.domains, keep)),
+                        _array('Q', _compress(self.sizes, keep)),
+                        _array('I', _compress(self.indexes, keep)))
 
 
 class _Traces(Sequence):
