@@ -150,28 +150,58 @@ install: build
 	@Tools/fork/install-pytest-entry-point.sh \
 	    "$(DESTDIR)$(PREFIX)/lib/python$(BASE)"
 
+# The checkers below run the stress and bookkeeping failure tests apart,
+# through Tools/fork/unittest_driver.py, without the tests that a bug of
+# the base's own interpreter fails or makes the checker report (JSON lists
+# of test ids, the same as BASE_BUGS in run_tests.py; each reproduced on the
+# base's pristine build).  gh-122752: 3.13's MAKE_FUNCTION releases the
+# code object a second time when PyFunction_New() fails, which the
+# nomemory sweeps and the scattered bookkeeping failures make happen; the
+# freed code object is then used again (a crash, or Memcheck's invalid
+# reads and writes under PYTHONMALLOC=malloc).
+ifeq ($(BASE),3.13)
+STRESS_BASE_BUGS := ["test.test_tracemalloc_stress.StressTest.test_nomemory_statistics", \
+    "test.test_tracemalloc_stress.StressTest.test_nomemory_compare_to", \
+    "test.test_tracemalloc_stress.StressTest.test_nomemory_dump", \
+    "test.test_tracemalloc_stress.StressTest.test_nomemory_load"]
+OOM_BASE_BUGS := ["test.test_tracemalloc_engine.BookkeepingOOMTest.test_failures_scattered_over_a_workload"]
+else
+STRESS_BASE_BUGS := []
+OOM_BASE_BUGS := []
+endif
+# $(call unittest_without,COMMAND,TEST,BUGS): in the current directory, run
+# the test name TEST through unittest_driver with COMMAND (environment and
+# checker) before ./python, without the tests of the variable named BUGS.
+# unittest_driver prints its counts as JSON and exits 0: the counts say
+# whether a test failed.
+unittest_without = out=$$(PYTHONPATH=$(CURDIR)/Tools/fork $(1) ./python -m \
+    unittest_driver $(2) '$($(3))'); status=$$?; echo "$$out"; \
+    test $$status = 0 && echo "$$out" | grep -q '"failed": 0,'
+
 # The engine's tests under AddressSanitizer and UndefinedBehaviorSanitizer,
 # in a second out-of-tree build of the same build/BASE/src.
 ASAN_DIR := $(BUILD_DIR)/asan
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+    UBSAN_OPTIONS=print_stacktrace=1
 sanitizer-test: engine-ported prepare
 	mkdir -p $(ASAN_DIR)
 	test -f $(ASAN_DIR)/Makefile || (cd $(ASAN_DIR) && $(SRC_DIR)/configure \
 	    --with-address-sanitizer --with-undefined-behavior-sanitizer > configure.log)
 	# CPython leaks by design at exit: leak checking stays off.
 	ASAN_OPTIONS=detect_leaks=0 $(MAKE) -C $(ASAN_DIR) -j$(JOBS) -s
-	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1 ./python -m unittest \
+	cd $(ASAN_DIR) && $(ASAN_ENV) ./python -m unittest \
 	    test.test_tracemalloc $(foreach c,TracebackTest StoreExactnessTest \
-	    UserAllocatorStoreTest ThreadStressTest BookkeepingOOMTest ForkTest \
-	    TrackTest,test.test_tracemalloc_engine.$(c)) test.test_tracemalloc_stress \
+	    UserAllocatorStoreTest ThreadStressTest ForkTest \
+	    TrackTest,test.test_tracemalloc_engine.$(c)) \
 	    test.test_tracemalloc_hardening test.test_tracemalloc_peak \
 	    test.test_tracemalloc_threads test.test_tracemalloc_module \
 	    test.test_tracemalloc_fuzz_corpus test.test_tracemalloc_edgecases
+	cd $(ASAN_DIR) && $(call unittest_without,$(ASAN_ENV),test.test_tracemalloc_engine.BookkeepingOOMTest,OOM_BASE_BUGS)
+	cd $(ASAN_DIR) && $(call unittest_without,$(ASAN_ENV),test.test_tracemalloc_stress,STRESS_BASE_BUGS)
 	# A slice of the regression suite, traced: what the engine meets most.
 	# -W prints a failing test's output (which test, what it said), still
 	# as a failure.
-	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1 PYTHONTRACEMALLOC=25 ./python -m test \
+	cd $(ASAN_DIR) && $(ASAN_ENV) PYTHONTRACEMALLOC=25 ./python -m test \
 	    -j$(JOBS) -W --timeout=3600 $(SANITIZER_SLICE)
 
 # The engine with clang instead of gcc, in another out-of-tree build: the
@@ -203,7 +233,7 @@ SANITIZER_SLICE := test_gc test_threading test_asyncio test_concurrent_futures \
 TSAN_DIR   := $(BUILD_DIR)/tsan
 TSAN_FLAGS := -fsanitize=thread -DPY_TRACEMALLOC_NO_MEMBARRIER
 TSAN_TESTS := $(foreach c,ThreadStressTest ForkTest TrackTest,test.test_tracemalloc_engine.$(c)) \
-    test.test_tracemalloc_stress test.test_tracemalloc_edgecases
+    test.test_tracemalloc_edgecases
 # 3.13: isolated interpreters with GILs of their own allocate in parallel,
 # the engine's lock taken from several GIL holders at once (PEP 684).
 ifeq ($(BASE),3.13)
@@ -224,6 +254,7 @@ tsan-build: engine-ported prepare
 tsan: tsan-build
 	rm -f $(TSAN_DIR)/tsan-report.*
 	cd $(TSAN_DIR) && $(TSAN_ENV) nice -n 10 ./python -m unittest $(TSAN_TESTS)
+	cd $(TSAN_DIR) && $(call unittest_without,$(TSAN_ENV) nice -n 10,test.test_tracemalloc_stress,STRESS_BASE_BUGS)
 	@Tools/fork/sanitizer-reports.sh tsan $(TSAN_DIR)/tsan-report
 
 # Valgrind on the tracemalloc tests, with the system allocator so that
@@ -238,21 +269,9 @@ VALGRIND_TESTS := test.test_tracemalloc test.test_tracemalloc_module \
 VALGRIND := PYTHONMALLOC=malloc nice -n 10 valgrind -q --error-exitcode=99 \
     --leak-check=no --undef-value-errors=no \
     --suppressions=$(SRC_DIR)/Misc/valgrind-python.supp
-# The bookkeeping failure tests run apart, without the tests that a bug of
-# the base's own interpreter makes Memcheck report (a JSON list of test
-# ids; each reproduced on the base's pristine build).  gh-122752: 3.13's
-# MAKE_FUNCTION releases the code object a second time when
-# PyFunction_New() fails, and the scattered failures fail it: the code
-# object is freed while its parent's constants still hold it.
-VALGRIND_OOM_TESTS := test.test_tracemalloc_engine.BookkeepingOOMTest
-VALGRIND_BASE_BUGS := $(if $(filter 3.13,$(BASE)),["$(VALGRIND_OOM_TESTS).test_failures_scattered_over_a_workload"],[])
 valgrind: build
 	cd $(OBJ_DIR) && $(VALGRIND) ./python -m unittest $(VALGRIND_TESTS)
-	@# unittest_driver prints its counts as JSON and exits 0: the counts
-	@# say whether a test failed.
-	cd $(OBJ_DIR) && out=$$(PYTHONPATH=$(CURDIR)/Tools/fork $(VALGRIND) \
-	    ./python -m unittest_driver $(VALGRIND_OOM_TESTS) '$(VALGRIND_BASE_BUGS)'); \
-	    status=$$?; echo "$$out"; test $$status = 0 && echo "$$out" | grep -q '"failed": 0,'
+	cd $(OBJ_DIR) && $(call unittest_without,$(VALGRIND),test.test_tracemalloc_engine.BookkeepingOOMTest,OOM_BASE_BUGS)
 
 # A bounded mutation fuzzer for Snapshot.load(); findings are saved into
 # Lib/test/tracemalloc_fuzz/crashes/, which `make test` replays.

@@ -10,6 +10,9 @@ if [ ! -e "$1" ]; then
     exit 0
 fi
 cat "$@"
-reports=$(cat "$@" | grep -c '^WARNING: ThreadSanitizer\|^ERROR: AddressSanitizer\|runtime error:')
+# A report starts with "WARNING: ThreadSanitizer: <kind>" (races, use after
+# free), "==PID==ERROR: <Sanitizer>: <kind>" (a signal, ASan's errors) or
+# UBSan's "runtime error:".
+reports=$(cat "$@" | grep -c '^WARNING: ThreadSanitizer\|^\(==[0-9]*==\)\?ERROR: [A-Za-z]*Sanitizer\|runtime error:')
 echo "$name: $reports reports in $# processes (see $prefix.*)"
 exit 1
