@@ -67,49 +67,7 @@ base_frame_lasti(const _PyInterpreterFrame *frame)
     return _PyInterpreterFrame_LASTI(frame);
 }
 
-/* ---- code objects ------------------------------------------------------ */
-
-static inline PyObject *
-base_code_filename(const PyCodeObject *code)
-{
-    return code->co_filename;
-}
-
-static inline int
-base_code_firstlineno(const PyCodeObject *code)
-{
-    return code->co_firstlineno;
-}
-
-/* The first instruction of CODE's bytecode. */
-static inline const _Py_CODEUNIT *
-base_code_first_instr(PyCodeObject *code)
-{
-    return _PyCode_CODE(code);
-}
-
 /* ---- thread states ----------------------------------------------------- */
-
-/* The native id of the calling thread, whose thread state is TSTATE: from
-   the OS where it can tell, since a forked child's thread state has the
-   parent's until PyOS_AfterFork_Child() updates it. */
-static inline unsigned long
-base_this_thread_native_id(PyThreadState *tstate)
-{
-#ifdef PY_HAVE_THREAD_NATIVE_ID
-    (void)tstate;
-    return PyThread_get_thread_native_id();
-#else
-    return tstate->native_thread_id;
-#endif
-}
-
-/* Is the runtime finalizing (daemon threads' thread states may be freed)? */
-static inline int
-base_runtime_finalizing(void)
-{
-    return _PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL;
-}
 
 /* Does TSTATE, a thread state some thread holds, run under the GIL whose
    holder takes the engine's fast side?  3.11 has one GIL. */
@@ -155,16 +113,6 @@ static inline PyThreadState *
 base_this_thread_state(void)
 {
     return PyGILState_GetThisThreadState();
-}
-
-/* ---- objects ----------------------------------------------------------- */
-
-/* The address of OP's memory block: before the object when its type has a
-   GC header (and, in 3.11, the managed-dict pre-header). */
-static inline uintptr_t
-base_object_block(PyObject *op)
-{
-    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
 }
 
 /* ---- lifecycle: the names Python/pylifecycle.c calls ------------------- */

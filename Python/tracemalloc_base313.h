@@ -27,8 +27,6 @@
 #include "pycore_pystate.h"       // _PyThreadState_GET()
 #include "pycore_runtime.h"       // _PyRuntime
 
-static inline const _Py_CODEUNIT *base_code_first_instr(PyCodeObject *code);
-
 /* ---- frames ------------------------------------------------------------ */
 
 /* The frame TSTATE is running, or NULL (no Python frame).  It may be the
@@ -81,44 +79,7 @@ base_frame_lasti(const _PyInterpreterFrame *frame)
                                         base_frame_code(frame)));
 }
 
-/* ---- code objects ------------------------------------------------------ */
-
-static inline PyObject *
-base_code_filename(const PyCodeObject *code)
-{
-    return code->co_filename;
-}
-
-static inline int
-base_code_firstlineno(const PyCodeObject *code)
-{
-    return code->co_firstlineno;
-}
-
-static inline const _Py_CODEUNIT *
-base_code_first_instr(PyCodeObject *code)
-{
-    return _PyCode_CODE(code);
-}
-
 /* ---- thread states and the GIL ----------------------------------------- */
-
-static inline unsigned long
-base_this_thread_native_id(PyThreadState *tstate)
-{
-#ifdef PY_HAVE_THREAD_NATIVE_ID
-    (void)tstate;
-    return PyThread_get_thread_native_id();
-#else
-    return tstate->native_thread_id;
-#endif
-}
-
-static inline int
-base_runtime_finalizing(void)
-{
-    return _PyRuntimeState_GetFinalizing(&_PyRuntime) != NULL;
-}
 
 /* Does TSTATE, a thread state some thread holds (attached), run under the
    GIL whose holder takes the engine's fast side?  Since PEP 684 (3.12)
@@ -159,16 +120,6 @@ base_this_thread_state(void)
 {
     PyThreadState *tstate = _PyThreadState_GET();
     return tstate != NULL ? tstate : PyGILState_GetThisThreadState();
-}
-
-/* ---- objects ----------------------------------------------------------- */
-
-/* The address of OP's memory block: before the object when its type has a
-   GC header or a pre-header (managed dict and weakrefs). */
-static inline uintptr_t
-base_object_block(PyObject *op)
-{
-    return (uintptr_t)((char *)op - _PyType_PreHeaderSize(Py_TYPE(op)));
 }
 
 /* ---- lifecycle: the names Python/pylifecycle.c calls ------------------- */
