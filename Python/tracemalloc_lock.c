@@ -87,6 +87,25 @@ tm_page_barrier(void)
 }
 #endif
 
+/* The process-wide barrier without membarrier(2), which has just failed
+   or is not there: a page's TLB shoot-down, else yields.  A GIL holder
+   that might be inside without us seeing it takes a handful of
+   instructions to leave or to see `foreign`, and never blocks inside the
+   engine, so a few yields let it leave; from its next entry on it fences
+   for real (the callers have turned the GIL side symmetric). */
+static void
+tm_barrier_fallback(void)
+{
+#ifdef TM_HAVE_MEMBARRIER
+    if (tm_page_barrier() == 0) {
+        return;
+    }
+#endif
+    for (int i = 0; i < 64; i++) {
+        sched_yield();
+    }
+}
+
 /* A process-wide barrier whatever the mode (see
    _PyTraceMalloc_LockOwnGIL()). */
 static void
@@ -94,11 +113,8 @@ tm_heavy_barrier_forced(void)
 {
 #ifdef TM_HAVE_MEMBARRIER
     if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                0, 0) == 0 || tm_page_barrier() == 0) {
-        return;
-    }
-    for (int i = 0; i < 64; i++) {
-        sched_yield();
+                0, 0) != 0) {
+        tm_barrier_fallback();
     }
 #endif
     atomic_thread_fence(memory_order_seq_cst);
@@ -127,17 +143,7 @@ tm_heavy_barrier(void)
            process-wide barrier once more. */
         _PyTraceMalloc_asymmetric = 0;
         atomic_thread_fence(memory_order_seq_cst);
-        if (tm_page_barrier() == 0) {
-            return;
-        }
-        /* No barrier at all: the GIL side might be inside without us
-           seeing it.  It takes the GIL side a handful of instructions to
-           leave or to see `foreign`; a GIL holder inside the engine never
-           blocks.  Yielding a few times lets it leave, and from its next
-           entry on it fences for real. */
-        for (int i = 0; i < 64; i++) {
-            sched_yield();
-        }
+        tm_barrier_fallback();
     }
 #endif
     atomic_thread_fence(memory_order_seq_cst);
