@@ -366,16 +366,16 @@ retrace_object_foreign(uintptr_t ptr)
     int found = 0;
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
-    table_entry *e = tm_untraced_depth > 0
-                     ? NULL : table_find(_PyTraceMalloc_DEFAULT_DOMAIN, ptr);
-    if (e != NULL) {
+    if (tm_untraced_depth == 0) {
+        /* As retrace_object(): compaction first, then the lookup. */
         compact_if_due();
-        /* Found again: compaction renumbers nodes, not entries. */
-        e = table_find(_PyTraceMalloc_DEFAULT_DOMAIN, ptr);
-        _PyTraceMalloc_Node node = current_node(tstate);
-        if (e != NULL && node != UINT32_MAX) {
-            store_retrace(&e->node, e->size, node);
-            found = 1;
+        table_entry *e = table_find(_PyTraceMalloc_DEFAULT_DOMAIN, ptr);
+        if (e != NULL) {
+            _PyTraceMalloc_Node node = current_node(tstate);
+            if (node != UINT32_MAX) {
+                store_retrace(&e->node, e->size, node);
+                found = 1;
+            }
         }
     }
     engine_leave(side);
