@@ -815,6 +815,19 @@ class Snapshot:
             raise ValueError(f"cannot load tracemalloc snapshot "
                              f"{os.fsdecode(filename)!r}: {exc}") from None
 
+    def dump_pprof(self, filename, *, base=None):
+        """Write the snapshot as a gzip-compressed pprof profile.
+
+        Sample types ``inuse_objects/count`` and ``inuse_space/bytes``, one
+        sample per traceback, with file names and line numbers.  With
+        *base* (an older Snapshot), the profile is the difference: this
+        snapshot's samples plus *base*'s negated, marked as pprof marks a
+        base profile.  A sampled snapshot gives its estimates.
+        """
+        from tracemalloc import _pprof
+
+        _pprof.dump(self, filename, base=base)
+
     def _filter_trace(self, include_filters, exclude_filters, trace):
         # A trace is kept if it passes at least one inclusive filter (when
         # there are any) and passes every exclusive filter.
@@ -1029,3 +1042,11 @@ def take_snapshot(*, peak=False, threads=False):
     if threads:
         snapshot.thread_names = _live_thread_names()
     return snapshot
+
+
+def dump_on_signal(*args, **kwargs):
+    """Write a snapshot or a pprof profile each time a signal arrives (see
+    tracemalloc._ondemand.dump_on_signal)."""
+    from tracemalloc import _ondemand
+
+    return _ondemand.dump_on_signal(*args, **kwargs)
