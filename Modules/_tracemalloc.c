@@ -271,6 +271,16 @@ done:
     return result;
 }
 
+/* Sampling mode: the average size of the blocks a peak group's estimate
+   stands for (at least 1 byte). */
+static uint64_t
+peak_sampled_size(const _PyTraceMalloc_PeakGroup *g)
+{
+    double blocks = (double)g->count / _PyTraceMalloc_SAMPLE_COUNT_UNIT;
+    double size = blocks > 0 ? (double)g->size / blocks : 0;
+    return size < 1 ? 1 : (uint64_t)llround(size);
+}
+
 /* The peak's traces: each group's blocks get the average size of the
    group (the remainder spread over the first ones), so that sizes and
    counts add up exactly per traceback; the blocks of one group share their
@@ -293,7 +303,15 @@ build_peak_traces(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
             Py_CLEAR(result);
             break;
         }
-        uint64_t base = g->size / g->count, extra = g->size % g->count;
+        uint64_t nblocks = g->count;
+        if (view->sample) {
+            /* Sampling mode: one trace per group, of the average size of
+               the blocks it stands for (the list form has no weights:
+               _get_columns() gives them). */
+            g->size = peak_sampled_size(g);
+            g->count = nblocks = 1;
+        }
+        uint64_t base = g->size / nblocks, extra = g->size % nblocks;
         PyObject *items[2] = {NULL, NULL};
         for (int k = 0; k < 2; k++) {
             if ((k == 0 && extra == 0) || (k == 1 && g->count == extra)) {
@@ -306,7 +324,7 @@ build_peak_traces(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
             }
         }
         Py_DECREF(frames);
-        for (uint32_t j = 0; result != NULL && j < g->count; j++) {
+        for (uint64_t j = 0; result != NULL && j < g->count; j++) {
             if (PyList_Append(result, items[j < extra ? 0 : 1]) < 0) {
                 Py_CLEAR(result);
             }
@@ -334,6 +352,7 @@ typedef struct {
     PyObject *totals;           /* list of total_nframe ints */
     PyObject *threads;          /* list of native thread ids, or None */
     PyObject *domains, *sizes, *indexes;    /* bytes */
+    PyObject *weights;          /* bytes (doubles), or None */
 } columns;
 
 static int
@@ -361,6 +380,7 @@ columns_init(columns *c, const _PyTraceMalloc_CCTView *view, int threads,
     c->domains = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
     c->sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 8);
     c->indexes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
+    c->weights = Py_NewRef(Py_None);
     if (c->frames == NULL || c->totals == NULL || c->threads == NULL
         || c->domains == NULL || c->sizes == NULL || c->indexes == NULL) {
         return -1;
@@ -380,6 +400,8 @@ static PyStructSequence_Field columns_fields[] = {
     {"domains", "bytes: each trace's domain, uint32"},
     {"sizes", "bytes: each trace's size, uint64"},
     {"indexes", "bytes: each trace's call context index, uint32"},
+    {"weights", "bytes: each trace's weight in a sampled peak snapshot "
+                "(the blocks it stands for), double; else None"},
     {NULL, NULL}
 };
 
@@ -387,21 +409,23 @@ static PyStructSequence_Desc columns_desc = {
     "_tracemalloc.SnapshotColumns",
     "A snapshot's traces as columns (see _get_columns()).",
     columns_fields,
-    6,
+    7,
 };
 
 static PyTypeObject ColumnsType;
 
 static PyObject *
 columns_record(PyObject *frames, PyObject *totals, PyObject *threads,
-               PyObject *domains, PyObject *sizes, PyObject *indexes)
+               PyObject *domains, PyObject *sizes, PyObject *indexes,
+               PyObject *weights)
 {
     PyObject *record = PyStructSequence_New(&ColumnsType);
     if (record == NULL) {
         return NULL;
     }
-    PyObject *items[6] = {frames, totals, threads, domains, sizes, indexes};
-    for (Py_ssize_t i = 0; i < 6; i++) {
+    PyObject *items[7] = {frames, totals, threads, domains, sizes, indexes,
+                          weights};
+    for (Py_ssize_t i = 0; i < 7; i++) {
         PyStructSequence_SetItem(record, i, Py_NewRef(items[i]));
     }
     return record;
@@ -415,8 +439,10 @@ columns_fini(columns *c, int ok)
     PyObject *result = NULL;
     if (ok) {
         result = columns_record(c->frames, c->totals, c->threads,
-                                c->domains, c->sizes, c->indexes);
+                                c->domains, c->sizes, c->indexes,
+                                c->weights);
     }
+    Py_XDECREF(c->weights);
     Py_XDECREF(c->frames);
     Py_XDECREF(c->totals);
     Py_XDECREF(c->threads);
@@ -506,12 +532,34 @@ build_peak_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
                    const _PyTraceMalloc_CCTView *view, int threads)
 {
     size_t count = 0;
+    int sampled = view->sample != 0;
     for (size_t i = 0; i < ngroups; i++) {
-        count += groups[i].count;
+        count += sampled ? 1 : groups[i].count;
     }
     columns c;
     int ok = 0;
     if (columns_init(&c, view, threads, count) < 0) {
+        goto done;
+    }
+    if (sampled) {
+        /* One trace per group, of the average size of the blocks its
+           estimate stands for, weighing that many blocks. */
+        Py_SETREF(c.weights, PyBytes_FromStringAndSize(
+            NULL, (Py_ssize_t)count * 8));
+        if (c.weights == NULL) {
+            goto done;
+        }
+        for (size_t i = 0; i < ngroups; i++) {
+            _PyTraceMalloc_PeakGroup *g = &groups[i];
+            uint32_t index;
+            if (columns_index(&c, g->node, &index) < 0) {
+                goto done;
+            }
+            double weight = (double)g->count / _PyTraceMalloc_SAMPLE_COUNT_UNIT;
+            columns_set(&c, i, g->domain, peak_sampled_size(g), index);
+            memcpy(PyBytes_AS_STRING(c.weights) + 8 * i, &weight, 8);
+        }
+        ok = 1;
         goto done;
     }
     size_t k = 0;
@@ -522,7 +570,7 @@ build_peak_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
             goto done;
         }
         uint64_t base = g->size / g->count, extra = g->size % g->count;
-        for (uint32_t j = 0; j < g->count; j++) {
+        for (uint64_t j = 0; j < g->count; j++) {
             columns_set(&c, k++, g->domain, base + (j < extra), index);
         }
     }
@@ -685,7 +733,7 @@ _tracemalloc__get_columns_impl(PyObject *module, int peak, int threads)
         if (empty != NULL && frames != NULL && totals != NULL
             && thread_ids != NULL) {
             result = columns_record(frames, totals, thread_ids, empty,
-                                    empty, empty);
+                                    empty, empty, Py_None);
         }
         Py_XDECREF(empty);
         Py_XDECREF(frames);
@@ -1203,26 +1251,157 @@ _tracemalloc__get_object_traceback(PyObject *module, PyObject *obj)
                                        _PyTraceMalloc_ObjectBlock(obj));
 }
 
-/*[clinic input]
-_tracemalloc.start
+/* start() is written by hand: Argument Clinic's int converter has no
+   "int or None or str" keyword of our own. */
+PyDoc_STRVAR(tracemalloc_start__doc__,
+"start($module, nframe=1, /, *, sample=None)\n"
+"--\n"
+"\n"
+"Start tracing memory allocations.\n"
+"\n"
+"Each traceback keeps up to nframe frames (1 to 65535).  With sample, a\n"
+"mean sampling interval in bytes (an int, or a str such as '512KiB'),\n"
+"only sampled blocks are traced and statistics are estimates.  Called\n"
+"while tracing, it leaves tracing as it is (sample must then be the\n"
+"running mode's, or None).");
 
-    nframe: int = 1
-    /
-
-Start tracing memory allocations.
-
-Each traceback keeps up to nframe frames (1 to 65535).  Called while
-tracing, it only changes the limit.
-[clinic start generated code]*/
+/* A sampling interval: an int of bytes, or a str with a unit ("512KiB"). */
+static int
+sample_converter(PyObject *obj, uint64_t *sample)
+{
+    if (obj == Py_None) {
+        *sample = 0;
+        return 1;
+    }
+    if (PyUnicode_Check(obj)) {
+        const char *text = PyUnicode_AsUTF8(obj);
+        if (text == NULL) {
+            return 0;
+        }
+        const char *error;
+        *sample = _PyTraceMalloc_ParseSize(text, &error);
+        if (error != NULL) {
+            PyErr_Format(PyExc_ValueError, "sample=%R: %s", obj, error);
+            return 0;
+        }
+        return 1;
+    }
+    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "sample must be an int, a str such as '512KiB' or None, "
+                     "not %.100s", Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (value == -1 && PyErr_Occurred()) {
+        return 0;
+    }
+    if (overflow < 0 || (overflow == 0 && value < 1)
+        || overflow > 0 || (uint64_t)value > _PyTraceMalloc_SAMPLE_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "the sampling interval must be in range [1; %llu] bytes",
+                     (unsigned long long)_PyTraceMalloc_SAMPLE_MAX);
+        return 0;
+    }
+    *sample = (uint64_t)value;
+    return 1;
+}
 
 static PyObject *
-_tracemalloc_start_impl(PyObject *module, int nframe)
-/*[clinic end generated code: output=caae05c23c159d3c input=398844fc35a4c82c]*/
+tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames)
 {
-    if (_PyTraceMalloc_Start(nframe) < 0) {
+    if (!_PyArg_CheckPositional("start", nargs, 0, 1)) {
+        return NULL;
+    }
+    PyObject *sample_obj = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (!PyUnicode_Check(name)
+            || PyUnicode_CompareWithASCIIString(name, "sample") != 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "start() got an unexpected keyword argument '%S'",
+                         name);
+            return NULL;
+        }
+        sample_obj = args[nargs + i];
+    }
+    int nframe = 1;
+    if (nargs >= 1) {
+        nframe = _PyLong_AsInt(args[0]);
+        if (nframe == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    uint64_t sample;
+    if (!sample_converter(sample_obj, &sample)) {
+        return NULL;
+    }
+    if (_PyTraceMalloc_StartSampled(nframe, sample, sample_obj != Py_None)
+            < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(tracemalloc_get_sample__doc__,
+"get_sample($module, /)\n"
+"--\n"
+"\n"
+"The mean sampling interval in bytes while tracing in sampling mode;\n"
+"None in exact mode or when not tracing.");
+
+static PyObject *
+tracemalloc_get_sample(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    uint64_t sample = _PyTraceMalloc_GetSample();
+    if (sample == 0) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromUnsignedLongLong(sample);
+}
+
+PyDoc_STRVAR(tracemalloc_set_sample_seed__doc__,
+"_set_sample_seed($module, seed, /)\n"
+"--\n"
+"\n"
+"Seed the sampling countdowns (tests: deterministic samples).  The\n"
+"calling thread draws from the seed at once, every other thread at its\n"
+"next sample.");
+
+static PyObject *
+tracemalloc_set_sample_seed(PyObject *module, PyObject *seed)
+{
+    unsigned long long value = PyLong_AsUnsignedLongLongMask(seed);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    (void)_PyTraceMalloc_SetSampleSeed(value);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(tracemalloc_parse_size__doc__,
+"_parse_size($module, text, /)\n"
+"--\n"
+"\n"
+"The number of bytes a sampling option such as '512KiB' means; ValueError\n"
+"if it is not one.");
+
+static PyObject *
+tracemalloc_parse_size(PyObject *module, PyObject *text)
+{
+    uint64_t sample;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected a str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if (!sample_converter(text, &sample)) {
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(sample);
 }
 
 /*[clinic input]
@@ -1308,7 +1487,14 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC__FRAME_TABLE_METHODDEF
     _TRACEMALLOC__NARROW_COLUMNS_METHODDEF
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
-    _TRACEMALLOC_START_METHODDEF
+    {"start", _PyCFunction_CAST(tracemalloc_start),
+     METH_FASTCALL | METH_KEYWORDS, tracemalloc_start__doc__},
+    {"get_sample", tracemalloc_get_sample, METH_NOARGS,
+     tracemalloc_get_sample__doc__},
+    {"_set_sample_seed", tracemalloc_set_sample_seed, METH_O,
+     tracemalloc_set_sample_seed__doc__},
+    {"_parse_size", tracemalloc_parse_size, METH_O,
+     tracemalloc_parse_size__doc__},
     _TRACEMALLOC_STOP_METHODDEF
     _TRACEMALLOC_GET_TRACEBACK_LIMIT_METHODDEF
     _TRACEMALLOC_GET_TRACEMALLOC_MEMORY_METHODDEF

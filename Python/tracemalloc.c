@@ -21,6 +21,7 @@
 #include "tracemalloc_engine.h"
 #include "tracemalloc_memory.c"
 #include "tracemalloc_lock.c"
+#include "tracemalloc_sample.c"
 #include "tracemalloc_store.c"
 #include "tracemalloc_tree.c"
 #include "tracemalloc_peak.c"
@@ -76,8 +77,75 @@ engine_release_unlocked(void)
     tm.memory = 0;
 }
 
+/* The interval that -X tracemalloc_sample or PYTHONTRACEMALLOCSAMPLE asked
+   for (the adapter's _PyTraceMalloc_Init() reads them), used by the start
+   at startup. */
+static uint64_t startup_sample;
+
 int
 _PyTraceMalloc_Start(int max_nframe)
+{
+    return _PyTraceMalloc_StartSampled(max_nframe, startup_sample, 0);
+}
+
+/* Read the sampling options of CONFIG: 0 and the interval (0: none), or -1
+   with *ERROR set to a message naming the option. */
+int
+_PyTraceMalloc_ReadSampleOption(const PyConfig *config, const char **error)
+{
+    static char message[200];
+    const char *option = NULL, *text = NULL;
+    char buffer[64];
+    startup_sample = 0;
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *x = config->xoptions.items[i];
+        const wchar_t *prefix = L"tracemalloc_sample";
+        size_t n = wcslen(prefix);
+        if (wcsncmp(x, prefix, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
+            option = "-X tracemalloc_sample";
+            if (x[n] == 0 || wcstombs(buffer, x + n + 1, sizeof(buffer))
+                                 >= sizeof(buffer)) {
+                buffer[0] = 0;      /* reported as a bad value below */
+            }
+            text = buffer;
+        }
+    }
+    if (option == NULL && config->use_environment) {
+        const char *env = getenv("PYTHONTRACEMALLOCSAMPLE");
+        if (env != NULL && env[0] != 0) {
+            option = "PYTHONTRACEMALLOCSAMPLE";
+            text = env;
+        }
+    }
+    if (option == NULL) {
+        return 0;
+    }
+    const char *why;
+    uint64_t value = _PyTraceMalloc_ParseSize(text, &why);
+    if (why != NULL) {
+        PyOS_snprintf(message, sizeof(message), "%s=%.40s: %s", option,
+                      text, why);
+        *error = message;
+        return -1;
+    }
+    startup_sample = value;
+    return 0;
+}
+
+/* Whether the options asked for sampling (startup: tracing starts even
+   without -X tracemalloc, with 1 frame). */
+int
+_PyTraceMalloc_StartupSample(void)
+{
+    return startup_sample != 0;
+}
+
+/* Start tracing; SAMPLE is the mean sampling interval in bytes (0: exact).
+   EXPLICIT: the caller asked for that mode (start(sample=...)): while
+   tracing in the other mode, that is an error; otherwise (start()) the
+   running mode goes on, as upstream's start() leaves tracing alone. */
+int
+_PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
 {
     if (_Py_tracemalloc_config.initialized == TRACEMALLOC_FINALIZED) {
         /* A late __del__ must not restart tracing that nothing would stop
@@ -92,7 +160,19 @@ _PyTraceMalloc_Start(int max_nframe)
                      (unsigned long)UINT16_MAX);
         return -1;
     }
+    if (sample > _PyTraceMalloc_SAMPLE_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "the sampling interval must be in range [1; %llu] "
+                     "bytes", (unsigned long long)_PyTraceMalloc_SAMPLE_MAX);
+        return -1;
+    }
     if (_PyTraceMalloc_TRACING()) {
+        if (explicit && sample != sample_interval()) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "tracemalloc is already tracing in another mode "
+                            "(see get_sample()): call stop() first");
+            return -1;
+        }
         return 0;       /* like upstream: tracing goes on, limit included */
     }
     _Py_tracemalloc_config.max_nframe = max_nframe;
@@ -103,6 +183,7 @@ _PyTraceMalloc_Start(int max_nframe)
     }
     int side = engine_lock();
     engine_reset_unlocked();
+    sample_configure(sample);
     int res = engine_start_unlocked();
     if (res == 0) {
         _PyTraceMalloc_SET_TRACING(1);
@@ -193,6 +274,12 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
     if (!_PyTraceMalloc_TRACING()) {
         return -2;
     }
+    if (sample_interval() && !sample_take(size)) {
+        /* Not sampled; it replaces any sampled trace of the address, as
+           a tracked block replaces the previous one. */
+        return sample_filter_hit((const void *)ptr)
+               ? PyTraceMalloc_Untrack(domain, ptr) : 0;
+    }
     PyGILState_STATE gil_state;
     int ensured = track_needs_gil(domain, &gil_state);
     PyThreadState *tstate;
@@ -202,7 +289,8 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
         compact_if_due();
         _PyTraceMalloc_Node node = current_node(tstate);
         res = node == UINT32_MAX ? -1
-              : side ? store_track(domain, ptr, size, node)
+              : (side && !tm.sample.interval)
+                ? store_track(domain, ptr, size, node)
               : store_add_table(domain, ptr, size, node);
     }
     engine_leave(side);
@@ -217,6 +305,9 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
 {
     if (!_PyTraceMalloc_TRACING()) {
         return -2;
+    }
+    if (sample_interval() && !sample_filter_hit((const void *)ptr)) {
+        return 0;       /* sampling mode: not a sampled block */
     }
     PyGILState_STATE gil_state;
     int ensured = track_needs_gil(domain, &gil_state);

@@ -117,9 +117,20 @@ base_this_thread_state(void)
 
 /* ---- lifecycle: the names Python/pylifecycle.c calls ------------------- */
 
+/* At startup, after the configuration is read: start tracing when
+   -X tracemalloc, PYTHONTRACEMALLOC or a sampling option asks (sampling
+   alone traces 1 frame, as -X tracemalloc does). */
 int
 _PyTraceMalloc_Init(int nframe)
 {
+    const char *error;
+    if (_PyTraceMalloc_ReadSampleOption(_Py_GetConfig(), &error) < 0) {
+        fprintf(stderr, "%s\n", error);
+        return -1;
+    }
+    if (nframe == 0 && _PyTraceMalloc_StartupSample()) {
+        nframe = 1;
+    }
     if (nframe == 0) {
         return 0;
     }

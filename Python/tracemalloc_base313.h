@@ -124,12 +124,25 @@ base_this_thread_state(void)
 
 /* ---- lifecycle: the names Python/pylifecycle.c calls ------------------- */
 
-/* Before the configuration is read: nothing to prepare (the state is
-   static); pylifecycle.c starts tracing with _PyTraceMalloc_Start() when
-   -X tracemalloc or PYTHONTRACEMALLOC asks. */
+/* When the main interpreter has its configuration, before anything runs:
+   the state is static, so only the sampling options are read.
+   pylifecycle.c starts tracing with _PyTraceMalloc_Start() when the
+   configuration's tracemalloc says so: sampling alone turns it on, with 1
+   frame, as -X tracemalloc does. */
 PyStatus
 _PyTraceMalloc_Init(void)
 {
+    PyInterpreterState *main = _PyInterpreterState_Main();
+    if (main == NULL) {
+        return _PyStatus_OK();
+    }
+    const char *error;
+    if (_PyTraceMalloc_ReadSampleOption(&main->config, &error) < 0) {
+        return _PyStatus_ERR(error);
+    }
+    if (main->config.tracemalloc == 0 && _PyTraceMalloc_StartupSample()) {
+        main->config.tracemalloc = 1;
+    }
     return _PyStatus_OK();
 }
 

@@ -27,6 +27,9 @@
  *                                    cache and the line cache
  *  Python/tracemalloc_peak.c         per-node totals now and at the peak
  *  Python/tracemalloc_compact.c      compaction of the tree
+ *  Python/tracemalloc_sample.c       sampling mode: the countdowns, the
+ *                                    filter of sampled addresses, the
+ *                                    estimator
  *  Python/tracemalloc_base.h         the adapter: the interpreter's frame,
  *                                    code and thread-state fields, from
  *                                    tracemalloc_base311.h (one per base)
@@ -90,8 +93,8 @@ typedef struct cct_storage {
 typedef struct {
     uint64_t live_size;
     uint64_t peak_size;
-    uint32_t live_count;
-    uint32_t peak_count;
+    uint64_t live_count;        /* sampling mode: in 1/SAMPLE_COUNT_UNIT */
+    uint64_t peak_count;
 } cct_totals;
 
 /* Peak bookkeeping of a node of the default domain, by node id. */
@@ -226,6 +229,18 @@ static struct {
         int tracked_in_table;
     } store;
 
+    /* Sampling (tracemalloc_sample.c).  interval: written under the
+       engine lock while tracing is off, read under it (the hooks read
+       their own copy, sample_interval_shared).  epoch, threads and seed:
+       atomics, read by any thread whose countdown runs out. */
+    struct {
+        uint64_t interval;          /* mean bytes between samples; 0: exact */
+        uint32_t epoch;             /* bumped by start() and by a new seed */
+        uint64_t threads;           /* threads that drew in this epoch */
+        uint64_t seed;
+        int seeded;                 /* the seed was set (tests) */
+    } sample;
+
     /* The lock's private words (tracemalloc_lock.c): atomics. */
     struct {
         atomic_flag foreign_lock;   /* among callers without the GIL */
@@ -359,6 +374,12 @@ static int domain_totals_alloc(size_t cap, cct_domain_totals **table,
                                uint32_t **dirty);
 static void domain_totals_rebuild_into(cct_domain_totals *table,
                                        uint32_t *dirty, size_t cap);
+
+/* tracemalloc_sample.c */
+static inline size_t acct_size(size_t size);
+static inline uint64_t acct_count(size_t size);
+static inline void sample_filter_add(uintptr_t ptr);
+static inline void sample_filter_remove(uintptr_t ptr);
 
 /* tracemalloc_compact.c */
 static inline void compact_if_due(void);

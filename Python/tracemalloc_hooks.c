@@ -208,11 +208,58 @@ traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
     return ptr;
 }
 
+/* ---- sampling mode -------------------------------------------------------- */
+
+/* The countdown of this thread ran out within the allocation of PTR (SIZE
+   bytes, maybe NULL): trace it if it is sampled and the user's, else hand
+   it out untraced.  As in exact mode, a sample that cannot be recorded is
+   not handed out. */
+static void *
+sampled_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
+{
+    if (sample_crossed(size) && ptr != NULL && tm_untraced_depth == 0
+        && trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
+                          0, 1) < 0) {
+        alloc->free(alloc->ctx, ptr);
+        return NULL;
+    }
+    return ptr;
+}
+
+Py_NO_INLINE static void *
+sampled_malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->malloc(alloc->ctx, size);
+    tm_untraced_depth--;
+    return sampled_result(alloc, ptr, size, gil_held);
+}
+
+Py_NO_INLINE static void *
+sampled_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
+               int gil_held)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
+    tm_untraced_depth--;
+    return sampled_result(alloc, ptr, nelem * elsize, gil_held);
+}
+
+/* ---- hooks, continued ------------------------------------------------------ */
+
 /* The hot hook: the mem and obj domains (GIL held) get a copy of the
-   whole path with the GIL side chosen at compile time. */
+   whole path with the GIL side chosen at compile time.  In sampling mode a
+   block that is not sampled costs the countdown's decrement and branch,
+   then the allocator, tail-called. */
 void *
 _PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
+    if (sample_interval()) {
+        if ((sample_left -= (int64_t)size) > 0) {
+            return alloc->malloc(alloc->ctx, size);
+        }
+        return sampled_malloc(alloc, size, gil_held);
+    }
     tm_untraced_depth++;
     void *ptr = alloc->malloc(alloc->ctx, size);
     tm_untraced_depth--;
@@ -226,6 +273,12 @@ void *
 _PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
                       int gil_held)
 {
+    if (sample_interval()) {
+        if ((sample_left -= (int64_t)(nelem * elsize)) > 0) {
+            return alloc->calloc(alloc->ctx, nelem, elsize);
+        }
+        return sampled_calloc(alloc, nelem, elsize, gil_held);
+    }
     tm_untraced_depth++;
     void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
     tm_untraced_depth--;
@@ -254,6 +307,11 @@ trace_remove(void *ptr, int gil_held)
 void
 _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
 {
+    if (sample_interval() && !sample_filter_hit(ptr)) {
+        /* Sampling mode: certainly not a sampled block. */
+        alloc->free(alloc->ctx, ptr);
+        return;
+    }
     if (ptr != NULL) {
         if (gil_held) {
             trace_remove(ptr, 1);
@@ -265,13 +323,12 @@ _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
     alloc->free(alloc->ctx, ptr);
 }
 
-void *
-_PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
-                       int gil_held)
+/* SAMPLED: 0 in exact mode; in sampling mode 1, or 2 when the caller has
+   already taken SIZE off the countdown. */
+static void *
+realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
+               int sampled)
 {
-    if (ptr == NULL) {
-        return _PyTraceMalloc_Malloc(alloc, size, gil_held);
-    }
     /* Take the old trace out first: once realloc() has moved the block,
        its old pool may be gone, and another thread may get its address. */
     _PyTraceMalloc_Node old_node = 0;
@@ -304,7 +361,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
                 && generation == tm.generation) {
                 (void)store_add(_PyTraceMalloc_DEFAULT_DOMAIN,
                                 (uintptr_t)ptr, old_size, old_node,
-                                gil_held && side, 1);
+                                !sampled && gil_held && side, 1);
             }
             engine_leave(side);
         }
@@ -314,11 +371,50 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
        the bookkeeping fails now the block cannot be given back (realloc()
        may have shrunk it in place), so it stays untraced: the totals stay
        exact, one trace is missing. */
+    if (sampled) {
+        /* The resized block is a new allocation of SIZE bytes for the
+           countdown. */
+        if (sampled == 1 && (sample_left -= (int64_t)size) > 0) {
+            return ptr2;
+        }
+        if (!sample_crossed(size)) {
+            return ptr2;
+        }
+    }
     if (tm_untraced_depth == 0) {
         (void)trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size,
-                             gil_held, fresh_block_pooled(size, gil_held), 1);
+                             gil_held,
+                             !sampled && fresh_block_pooled(size, gil_held),
+                             1);
     }
     return ptr2;
+}
+
+Py_NO_INLINE static void *
+realloc_sampled(PyMemAllocatorEx *alloc, void *ptr, size_t size,
+                int gil_held, int counted)
+{
+    return realloc_traced(alloc, ptr, size, gil_held, counted ? 2 : 1);
+}
+
+void *
+_PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
+                       int gil_held)
+{
+    if (ptr == NULL) {
+        return _PyTraceMalloc_Malloc(alloc, size, gil_held);
+    }
+    if (sample_interval()) {
+        if (sample_filter_hit(ptr)) {
+            /* Maybe a sampled block: its trace goes first. */
+            return realloc_sampled(alloc, ptr, size, gil_held, 0);
+        }
+        if ((sample_left -= (int64_t)size) > 0) {
+            return alloc->realloc(alloc->ctx, ptr, size);
+        }
+        return realloc_sampled(alloc, ptr, size, gil_held, 1);
+    }
+    return realloc_traced(alloc, ptr, size, gil_held, 0);
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -391,6 +487,9 @@ _PyTraceMalloc_NewReference(PyObject *op)
         return -1;
     }
     uintptr_t ptr = base_object_block(op);
+    if (sample_interval() && !sample_filter_hit((const void *)ptr)) {
+        return -1;      /* sampling mode: not a sampled block */
+    }
     if (!base_on_engine_gil(_PyThreadState_GET())) {
         return retrace_object_foreign(ptr);
     }

@@ -225,13 +225,17 @@ peak_account(unsigned int domain, _PyTraceMalloc_Node node, size_t size,
             return -1;
         }
     }
+    /* Sampling mode counts estimates (tracemalloc_sample.c). */
+    size_t units = acct_size(size);
+    uint64_t count = acct_count(size);
     if (delta > 0) {
-        t->live_size += size;
+        t->live_size += units;
+        t->live_count += count;
     }
     else {
-        t->live_size -= size;
+        t->live_size -= units;
+        t->live_count -= count;
     }
-    t->live_count += delta;
     mark_dirty(domain, node, dirty);
     return 0;
 }

@@ -137,6 +137,9 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm.store.ntraces = 0;
     tm.store.tracked_in_table = 0;
     tm.peak.pending = 0;
+    if (tm.sample.interval) {
+        sample_filter_clear();
+    }
     _PyTraceMalloc_PoolSlotsClear();
 }
 
@@ -163,7 +166,7 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
             (void)peak_account_add(domain, old, e->size);
             return -1;
         }
-        tm.store.current -= e->size;
+        tm.store.current -= acct_size(e->size);
     }
     else {
         if ((tm.store.used + 1) * 4 > (tm.store.mask + 1) * 3) {
@@ -180,10 +183,13 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
         e->domain = domain;
         tm.store.used++;
         tm.store.ntraces++;
+        if (tm.sample.interval) {
+            sample_filter_add(ptr);
+        }
     }
     e->node = node_to_stored(node);
     e->size = size;
-    totals_add(size);
+    totals_add(acct_size(size));
     return 0;
 }
 
@@ -287,8 +293,11 @@ store_remove_table(unsigned int domain, uintptr_t ptr,
     *size = e->size;
     peak_before_decrease();
     peak_account_remove(domain, *node, *size);
-    tm.store.current -= e->size;
+    tm.store.current -= acct_size(e->size);
     tm.store.ntraces--;
+    if (tm.sample.interval) {
+        sample_filter_remove(ptr);
+    }
     table_delete(e);
     return 1;
 }
@@ -561,7 +570,7 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
                 continue;
             }
             table_count++;
-            table_size += e->size;
+            table_size += acct_size(e->size);
             if (e->node >= nnodes && e->node != UINT32_MAX) {
                 reason = "a table trace names a node that does not exist";
                 break;

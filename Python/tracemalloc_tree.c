@@ -444,6 +444,7 @@ _PyTraceMalloc_CCTView_unlocked(_PyTraceMalloc_CCTView *view)
 {
     memcpy(view->chunks, tm.tree.storage.chunks, sizeof(view->chunks));
     view->nnodes = tm.tree.nnodes;
+    view->sample = _PyTraceMalloc_TRACING() ? tm.sample.interval : 0;
 }
 
 /* Keep node storage readable, and ids stable, until the matching unpin

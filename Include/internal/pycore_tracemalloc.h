@@ -275,6 +275,7 @@ extern int64_t _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size,
 typedef struct {
     const void *chunks[_PyTraceMalloc_CCT_NCHUNKS];
     uint32_t nnodes;            /* node ids below this are readable */
+    uint64_t sample;            /* sampling interval of the traces; 0: exact */
 } _PyTraceMalloc_CCTView;
 extern void _PyTraceMalloc_CCTUnpin(void);
 /* Node count, cache misses and compactions so far, and the shared site
@@ -294,13 +295,16 @@ extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
                                    Py_ssize_t *length);
 /* What was live at the peak of traced memory, by (domain, node): SIZE
    bytes in COUNT blocks.  Copied into a malloc()ed array, with VIEW
-   pinned, in one locked section. */
+   pinned, in one locked section.  Sampling mode (VIEW's sample): SIZE is
+   the estimated bytes, COUNT the estimated blocks in units of
+   1/_PyTraceMalloc_SAMPLE_COUNT_UNIT. */
 typedef struct {
     unsigned int domain;
     _PyTraceMalloc_Node node;
     uint64_t size;
-    uint32_t count;
+    uint64_t count;
 } _PyTraceMalloc_PeakGroup;
+#define _PyTraceMalloc_SAMPLE_COUNT_UNIT 1024
 extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
                                    size_t *count,
                                    _PyTraceMalloc_CCTView *view);
@@ -311,6 +315,23 @@ extern unsigned long _PyTraceMalloc_NodeThread(
 /* ---- engine: Python/tracemalloc.c ------------------------------------- */
 /* start() and stop() raise (set an exception) on failure only. */
 extern int _PyTraceMalloc_Start(int max_nframe);
+/* Sampling mode (Python/tracemalloc_sample.c): start with a mean sampling
+   interval of SAMPLE bytes (0: exact; EXPLICIT: see the definition); the
+   interval while tracing (0: exact or not tracing); the weight of a sample
+   of SIZE bytes (the blocks it stands for); a size option parsed ("512KiB":
+   0 with *ERROR set when bad); a fixed seed (tests); the startup options. */
+#define _PyTraceMalloc_SAMPLE_MAX (UINT64_C(1) << 48)
+PyAPI_FUNC(int) _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample,
+                                            int explicit);
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetSample(void);
+PyAPI_FUNC(double) _PyTraceMalloc_SampleWeight(size_t size,
+                                               uint64_t interval);
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_ParseSize(const char *text,
+                                              const char **error);
+PyAPI_FUNC(int) _PyTraceMalloc_SetSampleSeed(uint64_t seed);
+extern int _PyTraceMalloc_ReadSampleOption(const PyConfig *config,
+                                           const char **error);
+extern int _PyTraceMalloc_StartupSample(void);
 extern void _PyTraceMalloc_Stop(void);
 extern void _PyTraceMalloc_ClearTraces(void);
 /* The node of PTR's trace in DOMAIN: 1 with VIEW pinned, else 0. */

@@ -34,12 +34,14 @@ from functools import total_ordering
 import fnmatch
 from itertools import compress as _compress
 import linecache
+import math
 import operator
 import os.path
 
 # The tracing engine itself.  The public functions are re-exported unchanged.
 from _tracemalloc import (  # noqa: F401
     clear_traces,
+    get_sample,
     get_traceback_limit,
     get_traced_memory,
     get_tracemalloc_memory,
@@ -66,6 +68,19 @@ def _get_traces(columns=False):
     if columns:
         return _get_columns()
     return _tracemalloc._get_traces()
+
+
+def sample_weight(size, interval):
+    """How many blocks of *size* bytes one sampled block of that size
+    stands for, at a mean sampling interval of *interval* bytes: 1/p, where
+    p = 1 - exp(-size/interval) is the chance that a block of that size is
+    sampled.  *interval* None (exact mode) gives 1.
+    """
+    if interval is None:
+        return 1
+    if size <= 0:
+        return 1.0
+    return 1.0 / -math.expm1(-size / interval)
 
 
 # --------------------------------------------------------------------------
@@ -398,25 +413,32 @@ class _Columns:
     """
 
     __slots__ = ('frames', 'total_nframe', 'threads', 'domains', 'sizes',
-                 'indexes', '_totals')
+                 'indexes', 'weights', '_totals', '_totals_sample')
 
     def __init__(self, frames, total_nframe, threads, domains, sizes,
-                 indexes):
+                 indexes, weights=None):
         self.frames = frames
         self.total_nframe = total_nframe
         self.threads = threads
         self.domains = domains
         self.sizes = sizes
         self.indexes = indexes
+        # Sampled peak snapshots: the blocks each trace stands for (a
+        # sequence of floats).  Else None: a sampled trace's weight follows
+        # from its size (sample_weight()).
+        self.weights = weights
         self._totals = None
+        self._totals_sample = None
 
     @classmethod
     def _from_export(cls, frames, total_nframe, threads, domains, sizes,
-                     indexes):
+                     indexes, weights=None):
         # The export's columns are bytes in native order.
+        if weights is not None:
+            weights = memoryview(weights).cast('d')
         return cls(frames, total_nframe, threads,
                    memoryview(domains).cast('I'), memoryview(sizes).cast('Q'),
-                   memoryview(indexes).cast('I'))
+                   memoryview(indexes).cast('I'), weights)
 
     def __len__(self):
         return len(self.indexes)
@@ -446,19 +468,42 @@ class _Columns:
             self.frames, self.total_nframe, self.threads, self.domains,
             self.sizes, self.indexes)
 
-    def context_totals(self):
+    def context_totals(self, sample=None):
         """(sizes, counts): two lists with the total size and the number of
-        traces of each call context, computed once.
+        traces of each call context, computed once.  With *sample* (the
+        interval of a sampled snapshot), the estimated bytes and blocks
+        the traces stand for, rounded per call context.
 
         Raise ValueError if a trace's index is out of range."""
+        if sample is not None or self.weights is not None:
+            if self._totals_sample is None:
+                self._totals_sample = self._estimated_totals(sample)
+            return self._totals_sample
         if self._totals is None:
             self._totals = _tracemalloc._traceback_totals(
                 self.indexes, self.sizes, len(self.frames))
         return self._totals
 
-    def totals(self):
-        """[frames, size, count] per call context that has traces."""
-        sizes, counts = self.context_totals()
+    def _estimated_totals(self, sample):
+        ncontexts = len(self.frames)
+        sizes = [0.0] * ncontexts
+        counts = [0.0] * ncontexts
+        weights = self.weights
+        if weights is None:
+            weights = [sample_weight(size, sample) for size in self.sizes]
+        for index, size, weight in zip(self.indexes, self.sizes, weights):
+            if index >= ncontexts:
+                raise ValueError("traceback index out of range")
+            sizes[index] += size * weight
+            counts[index] += weight
+        # A call context with traces counts at least one block.
+        return ([round(size) for size in sizes],
+                [max(1, round(count)) if count else 0 for count in counts])
+
+    def totals(self, sample=None):
+        """[frames, size, count] per call context that has traces
+        (estimates with *sample*: see context_totals())."""
+        sizes, counts = self.context_totals(sample)
         return [[frames, size, count]
                 for frames, size, count in zip(self.frames, sizes, counts)
                 if count]
@@ -466,10 +511,14 @@ class _Columns:
     def select(self, keep):
         """The columns of the traces whose item of *keep* is true."""
         keep = list(keep)
+        weights = self.weights
+        if weights is not None:
+            weights = _array('d', _compress(weights, keep))
         return _Columns(self.frames, self.total_nframe, self.threads,
                         _array('I', _compress(self.domains, keep)),
                         _array('Q', _compress(self.sizes, keep)),
-                        _array('I', _compress(self.indexes, keep)))
+                        _array('I', _compress(self.indexes, keep)),
+                        weights)
 
 
 class _Traces(Sequence):
@@ -731,7 +780,7 @@ def _statistics(totals, frames_of):
     return stats
 
 
-def _totals_by_frames_object(traces):
+def _totals_by_frames_object(traces, sample=None):
     """Sum size and count of *traces* per distinct frames tuple object.
 
     Returns an iterable of [frames, size, count] lists.  Grouping is by
@@ -741,6 +790,8 @@ def _totals_by_frames_object(traces):
     merely gives several entries for equal tuples, which callers merge by
     value.
     """
+    if sample is not None:
+        return _estimated_totals_by_frames_object(traces, sample)
     totals = {}
     for trace in traces:
         size = trace[1]
@@ -756,19 +807,38 @@ def _totals_by_frames_object(traces):
     return totals.values()
 
 
+def _estimated_totals_by_frames_object(traces, sample):
+    """_totals_by_frames_object() of a sampled snapshot's traces: the
+    estimated bytes and blocks, rounded per frames object."""
+    totals = {}
+    for trace in traces:
+        size = trace[1]
+        frames = trace[2]
+        weight = sample_weight(size, sample)
+        total = totals.setdefault(id(frames), [frames, 0.0, 0.0])
+        total[1] += size * weight
+        total[2] += weight
+    return [[frames, round(size), max(1, round(count))]
+            for frames, size, count in totals.values()]
+
+
 # --------------------------------------------------------------------------
 # Snapshots
 
 class Snapshot:
     """Traces of the memory blocks allocated by Python at a point in time."""
 
-    def __init__(self, traces, traceback_limit):
+    def __init__(self, traces, traceback_limit, *, sample=None):
         # *traces* is a list of raw trace tuples (see _Traces).
         self.traces = _Traces(traces)
         self.traceback_limit = traceback_limit
         # Native thread id -> thread name, for statistics('thread'); filled
         # by take_snapshot(threads=True) with the threads alive then.
         self.thread_names = {}
+        # The mean sampling interval in bytes of a sampled snapshot: its
+        # traces are the sampled blocks, and statistics estimate what they
+        # stand for.  None: exact.
+        self.sample = sample
 
     def __setstate__(self, state):
         # Pickles of upstream 3.11's snapshots have no thread_names.  The
@@ -783,6 +853,7 @@ class Snapshot:
             for name, value in slots.items():
                 setattr(self, name, value)
         vars(self).setdefault('thread_names', {})
+        vars(self).setdefault('sample', None)
 
     def dump(self, filename):
         """Write the snapshot into the file *filename*.
@@ -891,6 +962,11 @@ class Snapshot:
                     kept.append(trace)
         else:
             # A custom filter may look at anything, such as the size.
+            if columns is not None and columns.weights is not None:
+                # Keep the weights of a sampled peak snapshot.
+                keep = [filter_trace(include_filters, exclude_filters, trace)
+                        for trace in columns.iter_traces()]
+                return self._derived(columns.select(keep))
             kept = [trace for trace in traces
                     if filter_trace(include_filters, exclude_filters, trace)]
         return self._derived(kept)
@@ -902,6 +978,7 @@ class Snapshot:
         else:
             snapshot = Snapshot(traces, self.traceback_limit)
         snapshot.thread_names = dict(self.thread_names)
+        snapshot.sample = getattr(self, 'sample', None)
         return snapshot
 
     @classmethod
@@ -953,10 +1030,12 @@ class Snapshot:
         # a frame appearing twice in one traceback (recursion) counts twice,
         # as it always did.
         columns = getattr(self.traces, '_columns', None)
+        sample = getattr(self, 'sample', None)
         if columns is not None:
-            per_object = columns.totals()
+            per_object = columns.totals(sample)
         else:
-            per_object = _totals_by_frames_object(self.traces._traces)
+            per_object = _totals_by_frames_object(self.traces._traces,
+                                                  sample)
         totals = _sum_by_key((key, size, count)
                              for frames, size, count in per_object
                              for key in keys_of(frames))
@@ -964,11 +1043,22 @@ class Snapshot:
 
     def _group_by_thread(self):
         columns = getattr(self.traces, '_columns', None)
+        sample = getattr(self, 'sample', None)
         if columns is not None:
             # Per call context: a context belongs to one thread.
-            sizes, counts = columns.context_totals()
+            sizes, counts = columns.context_totals(sample)
             threads = columns.threads or [None] * len(columns.frames)
             per_thread = zip(threads, sizes, counts)
+        elif sample is not None:
+            per_thread = []
+            for trace in self.traces._traces:
+                weight = sample_weight(trace[1], sample)
+                per_thread.append((trace[4] if len(trace) > 4 else None,
+                                   trace[1] * weight, weight))
+            totals = _sum_by_key(per_thread)
+            totals = {key: [round(size), max(1, round(count))]
+                      for key, (size, count) in totals.items()}
+            return _statistics(totals, self._thread_key)
         else:
             per_thread = ((trace[4] if len(trace) > 4 else None, trace[1], 1)
                           for trace in self.traces._traces)
@@ -1038,7 +1128,7 @@ def take_snapshot(*, peak=False, threads=False):
         traces = _get_columns(peak=bool(peak), threads=bool(threads))
     else:
         traces = _get_traces(True)
-    snapshot = Snapshot(traces, traceback_limit)
+    snapshot = Snapshot(traces, traceback_limit, sample=get_sample())
     if threads:
         snapshot.thread_names = _live_thread_names()
     return snapshot

@@ -24,8 +24,12 @@ Version 2, written by dump():
           "attributes": {name: value, ...},    extra snapshot attributes
           "domains": "zero",                   optional: every domain is
                                                 0, the column is left out
-          "size_bytes": 4                      optional: sizes take 4
+          "size_bytes": 4,                     optional: sizes take 4
                                                 bytes each (default 8)
+          "weights": [float, ...]              optional: each trace's
+                                                weight, in a sampled peak
+                                                snapshot (see
+                                                Snapshot.sample)
         }
         count x uint32: each trace's domain     \
         count x uint64: each trace's size        > little-endian columns
@@ -48,6 +52,9 @@ header:
                  "thread": [int, ...]},         only with threads=True
       "attributes": {name: value, ...}
     }
+
+A sampled snapshot has the attribute "sample", its mean sampling interval
+in bytes (a positive int; None or absent: exact).
 
 Attribute values use JSON scalars for None/bool/int/float/str and
 [tag, payload] arrays for the containers and bytes (see _encode_value).
@@ -188,8 +195,11 @@ def encode(snapshot, version=_SNAPSHOT_VERSION):
     """
     if type(snapshot.traceback_limit) is not int:
         raise TypeError("cannot dump snapshot: traceback_limit must be an int")
+    columns = getattr(snapshot.traces, '_columns', None)
+    if columns is not None and columns.weights is not None:
+        # Only version 2 stores weights (the engine's traces always fit).
+        return _encode_v2(snapshot, columns)
     if version == 2:
-        columns = getattr(snapshot.traces, '_columns', None)
         if columns is None:
             columns = _columns_from_traces(snapshot.traces._traces)
         if columns is not None:
@@ -296,6 +306,8 @@ def _encode_v2(snapshot, columns):
         domains = b""
     else:
         domains = _little_endian(columns.domains, 'I')
+    if columns.weights is not None:
+        document["weights"] = [float(weight) for weight in columns.weights]
     if narrow_sizes is not None:
         document["size_bytes"] = 4
         sizes = narrow_sizes
@@ -550,7 +562,7 @@ def _decode_document_v2(document, columns_data):
     traceback_limit, attributes), traces a _Traces over _Columns."""
     expected_keys = {"traceback_limit", "filenames", "frames", "tracebacks",
                      "total_nframe", "threads", "count", "attributes"}
-    optional_keys = {"domains", "size_bytes"}
+    optional_keys = {"domains", "size_bytes", "weights"}
     if (type(document) is not dict or not expected_keys <= set(document)
             or set(document) - expected_keys - optional_keys):
         raise _SnapshotError("unexpected document layout")
@@ -611,8 +623,17 @@ def _decode_document_v2(document, columns_data):
     else:
         sizes = array('Q', _read_column('I', columns_data[start:end]))
     indexes = _read_column('I', columns_data[end:])
+    weights = document.get("weights")
+    if weights is not None:
+        if (type(weights) is not list or len(weights) != count
+                or not all(type(weight) in (int, float)
+                           and 0 < weight < float("inf")
+                           for weight in weights)):
+            raise _SnapshotError("weights is not a list of one positive "
+                                 "number per trace")
+        weights = array('d', weights)
     columns = _Columns(frames_list, total_nframe, threads, domains, sizes,
-                       indexes)
+                       indexes, weights)
     try:
         # Checks every index (and keeps the totals for statistics()).
         columns.context_totals()
@@ -707,6 +728,10 @@ def _decode_attributes(attributes):
             type(key) is int and type(name) is str
             for key, name in thread_names.items()):
         raise _SnapshotError("thread_names is not a dict of int to str")
+    # Statistics weigh the traces of a sampled snapshot by its interval.
+    sample = attributes.setdefault("sample", None)
+    if sample is not None and (type(sample) is not int or sample < 1):
+        raise _SnapshotError("sample is not None or a positive integer")
     return attributes
 
 

@@ -430,44 +430,6 @@ PyDoc_STRVAR(_tracemalloc__get_object_traceback__doc__,
 #define _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF    \
     {"_get_object_traceback", (PyCFunction)_tracemalloc__get_object_traceback, METH_O, _tracemalloc__get_object_traceback__doc__},
 
-PyDoc_STRVAR(_tracemalloc_start__doc__,
-"start($module, nframe=1, /)\n"
-"--\n"
-"\n"
-"Start tracing memory allocations.\n"
-"\n"
-"Each traceback keeps up to nframe frames (1 to 65535).  Called while\n"
-"tracing, it only changes the limit.");
-
-#define _TRACEMALLOC_START_METHODDEF    \
-    {"start", _PyCFunction_CAST(_tracemalloc_start), METH_FASTCALL, _tracemalloc_start__doc__},
-
-static PyObject *
-_tracemalloc_start_impl(PyObject *module, int nframe);
-
-static PyObject *
-_tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *return_value = NULL;
-    int nframe = 1;
-
-    if (!_PyArg_CheckPositional("start", nargs, 0, 1)) {
-        goto exit;
-    }
-    if (nargs < 1) {
-        goto skip_optional;
-    }
-    nframe = _PyLong_AsInt(args[0]);
-    if (nframe == -1 && PyErr_Occurred()) {
-        goto exit;
-    }
-skip_optional:
-    return_value = _tracemalloc_start_impl(module, nframe);
-
-exit:
-    return return_value;
-}
-
 PyDoc_STRVAR(_tracemalloc_stop__doc__,
 "stop($module, /)\n"
 "--\n"

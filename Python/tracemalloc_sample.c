@@ -1,0 +1,324 @@
+/* Sampling: Poisson byte sampling of allocations, for production.
+ *
+ * In sampling mode (start(nframe, sample=R)) every allocated byte is a
+ * sampling point with probability 1/R, independently.  Each thread keeps
+ * the distance to its next sampling point, drawn from the exponential
+ * distribution of mean R: an allocation of S bytes subtracts S, and is
+ * sampled when the distance runs out inside it; the next distance is then
+ * drawn afresh (the exponential forgets, so this is exact).  A block of S
+ * bytes is thus sampled with probability p(S) = 1 - exp(-S/R), whatever
+ * the allocation pattern around it, and a sampled block stands for 1/p(S)
+ * blocks of S bytes (Horvitz-Thompson: an unbiased estimate of the live
+ * blocks and bytes of every call path).
+ *
+ * Only sampled blocks are traced, all in the store's table (a pool slot
+ * array per sampled block would cost memory per pool, not per sample).  A
+ * free must find out cheaply whether its block was sampled: a filter of
+ * byte counters indexed by a hash of the address, incremented as a sample
+ * enters the table and decremented as it leaves, says "certainly not" with
+ * one load for almost every block (see sample_filter_hit()).
+ *
+ * The engine's totals (get_traced_memory(), the peak totals of each call
+ * path) add up estimates in this mode: estimated bytes, and estimated
+ * blocks in units of 1/SAMPLE_COUNT_UNIT.  Exports hand out the samples
+ * themselves, with their real sizes; Modules/ and Lib/ weigh them.
+ *
+ * Part of the engine's translation unit (see tracemalloc_engine.h).
+ */
+
+#include <math.h>
+
+/* Estimated blocks are counted in 1/1024ths of a block: exact for the
+   weights near 1 of large blocks, and room for 2^44 blocks of weight R. */
+#define SAMPLE_COUNT_UNIT 1024
+
+/* The filter: one byte counter per hash of an address; a counter stuck at
+   255 stays until the next clear (a lookup then costs a table probe, no
+   wrong answer).  Static, so that it costs no memory until a sampling run
+   touches its pages, and never goes away while a hook may read it. */
+#define SAMPLE_FILTER_BITS 16
+static uint8_t sample_filter[(size_t)1 << SAMPLE_FILTER_BITS];
+
+/* Written under the engine lock by start/stop; read by the hooks without
+   it (relaxed atomics: plain loads). */
+static uint64_t sample_interval_shared;
+
+static inline uint64_t
+sample_interval(void)
+{
+    return __atomic_load_n(&sample_interval_shared, __ATOMIC_RELAXED);
+}
+
+/* Each thread's own: the distance to its next sampling point, its random
+   state, and the epoch these were drawn in (tm.sample.epoch: a start() or
+   a new seed makes every thread draw again). */
+static _Thread_local int64_t sample_left;
+static _Thread_local uint64_t sample_rng;
+static _Thread_local uint32_t sample_epoch;
+
+static inline size_t
+sample_filter_index(uintptr_t ptr)
+{
+    return (size_t)((((uint64_t)ptr >> 4) * UINT64_C(0x9E3779B97F4A7C15))
+                    >> (64 - SAMPLE_FILTER_BITS));
+}
+
+/* 0: PTR is certainly not a sampled block.  Any thread, without the lock:
+   a block being freed was added before its address reached the freeing
+   thread, and its counter cannot drop until it is removed. */
+static inline int
+sample_filter_hit(const void *ptr)
+{
+    return __atomic_load_n(&sample_filter[sample_filter_index((uintptr_t)ptr)],
+                           __ATOMIC_RELAXED) != 0;
+}
+
+/* Under the engine lock: a sample enters or leaves the table. */
+static inline void
+sample_filter_add(uintptr_t ptr)
+{
+    uint8_t *c = &sample_filter[sample_filter_index(ptr)];
+    uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+    if (v != UINT8_MAX) {
+        __atomic_store_n(c, (uint8_t)(v + 1), __ATOMIC_RELAXED);
+    }
+}
+
+static inline void
+sample_filter_remove(uintptr_t ptr)
+{
+    uint8_t *c = &sample_filter[sample_filter_index(ptr)];
+    uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+    if (v != UINT8_MAX && v != 0) {
+        __atomic_store_n(c, (uint8_t)(v - 1), __ATOMIC_RELAXED);
+    }
+}
+
+static void
+sample_filter_clear(void)
+{
+    /* Only ever touched pages need clearing: a run that never sampled
+       leaves them untouched. */
+    for (size_t i = 0; i < sizeof(sample_filter); i++) {
+        if (sample_filter[i]) {
+            __atomic_store_n(&sample_filter[i], 0, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* ---- the estimator ------------------------------------------------------ */
+
+/* 1 / p(SIZE): how many blocks of SIZE bytes a sample of SIZE stands for. */
+static inline double
+sample_weight(size_t size, uint64_t interval)
+{
+    if (size == 0) {
+        return 1.0;     /* never sampled (no byte to land on) */
+    }
+    return 1.0 / -expm1(-(double)size / (double)interval);
+}
+
+/* What a trace of SIZE adds to the totals: bytes, and blocks in units of
+   1/SAMPLE_COUNT_UNIT (exact mode: SIZE and 1).  The same function of SIZE
+   on the way in and out, so totals return to 0 exactly. */
+static inline size_t
+acct_size(size_t size)
+{
+    uint64_t interval = tm.sample.interval;
+    if (interval == 0) {
+        return size;
+    }
+    return (size_t)llround((double)size * sample_weight(size, interval));
+}
+
+static inline uint64_t
+acct_count(size_t size)
+{
+    uint64_t interval = tm.sample.interval;
+    if (interval == 0) {
+        return 1;
+    }
+    return (uint64_t)llround(SAMPLE_COUNT_UNIT
+                             * sample_weight(size, interval));
+}
+
+/* ---- the countdown ------------------------------------------------------ */
+
+static inline uint64_t
+splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* The distance to the next sampling point: exponential, mean R, at least
+   1 byte. */
+static int64_t
+sample_draw(uint64_t interval)
+{
+    /* 53 random bits: U in (0, 1]. */
+    double u = (double)((splitmix64(&sample_rng) >> 11) + 1)
+               * (1.0 / 9007199254740992.0);
+    double d = -log(u) * (double)interval;
+    if (d < 1.0) {
+        return 1;
+    }
+    if (d > (double)INT64_MAX / 2) {
+        return INT64_MAX / 2;
+    }
+    return (int64_t)d;
+}
+
+/* This thread's countdown ran out (sample_left <= 0) within an allocation
+   of SIZE bytes: 1 if that allocation is sampled.  Draws the next
+   distance.  A thread that has not drawn in this epoch (a new thread, or
+   tracing restarted or reseeded) draws its first distance now, instead of
+   taking the countdown it started with. */
+Py_NO_INLINE static int
+sample_crossed(size_t size)
+{
+    uint64_t interval = sample_interval();
+    if (interval == 0) {
+        return 0;       /* stop() ran meanwhile */
+    }
+    uint32_t epoch = __atomic_load_n(&tm.sample.epoch, __ATOMIC_ACQUIRE);
+    if (sample_epoch != epoch) {
+        uint64_t seq = __atomic_fetch_add(&tm.sample.threads, 1,
+                                          __ATOMIC_RELAXED);
+        sample_rng = __atomic_load_n(&tm.sample.seed, __ATOMIC_RELAXED)
+                     ^ (seq * UINT64_C(0xD1B54A32D192ED03));
+        sample_epoch = epoch;
+        sample_left = sample_draw(interval) - (int64_t)size;
+        if (sample_left > 0) {
+            return 0;
+        }
+    }
+    sample_left = sample_draw(interval);
+    return 1;
+}
+
+/* Does an allocation of SIZE bytes get sampled?  Inline: the decrement and
+   the branch are the whole cost of a block that is not. */
+static inline int
+sample_take(size_t size)
+{
+    if ((sample_left -= (int64_t)size) > 0) {
+        return 0;
+    }
+    return sample_crossed(size);
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+/* Under the engine lock: every thread draws again from the seed.  The
+   calling thread (the one that starts tracing, or a test that reseeds) is
+   the seed's first, now: what it samples next depends on the seed and on
+   its own allocations only. */
+static void
+sample_new_epoch(void)
+{
+    uint32_t epoch = __atomic_add_fetch(&tm.sample.epoch, 1,
+                                        __ATOMIC_RELEASE);
+    __atomic_store_n(&tm.sample.threads, 1, __ATOMIC_RELAXED);
+    sample_rng = __atomic_load_n(&tm.sample.seed, __ATOMIC_RELAXED);
+    sample_epoch = epoch;
+    uint64_t interval = tm.sample.interval;
+    sample_left = interval ? sample_draw(interval) : 0;
+}
+
+/* Under the engine lock, before tracing starts: the interval (0: exact). */
+static void
+sample_configure(uint64_t interval)
+{
+    tm.sample.interval = interval;
+    __atomic_store_n(&sample_interval_shared, interval, __ATOMIC_RELAXED);
+    if (!tm.sample.seeded) {
+        /* Not reseeded by the tests: a seed of this process and time. */
+        struct timespec ts;
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)
+                     ^ ((uint64_t)getpid() << 40);
+        __atomic_store_n(&tm.sample.seed, splitmix64(&s), __ATOMIC_RELAXED);
+    }
+    sample_new_epoch();
+    sample_filter_clear();
+}
+
+int
+_PyTraceMalloc_SetSampleSeed(uint64_t seed)
+{
+    int side = engine_lock();
+    __atomic_store_n(&tm.sample.seed, seed, __ATOMIC_RELAXED);
+    tm.sample.seeded = 1;
+    sample_new_epoch();
+    engine_leave(side);
+    return 0;
+}
+
+uint64_t
+_PyTraceMalloc_GetSample(void)
+{
+    return _PyTraceMalloc_TRACING() ? sample_interval() : 0;
+}
+
+double
+_PyTraceMalloc_SampleWeight(size_t size, uint64_t interval)
+{
+    return interval ? sample_weight(size, interval) : 1.0;
+}
+
+/* A size as the options write it: digits, then nothing or B (bytes), K or
+   KiB, M or MiB, G or GiB (powers of 1024; KB, MB and GB are refused as
+   ambiguous).  0 and -1 (with *ERROR set) on a bad string. */
+uint64_t
+_PyTraceMalloc_ParseSize(const char *text, const char **error)
+{
+    const char *p = text;
+    uint64_t value = 0;
+    *error = NULL;
+    while (*p == ' ') {
+        p++;
+    }
+    if (*p < '0' || *p > '9') {
+        *error = "expected a positive number of bytes, such as 524288 or "
+                 "512KiB";
+        return 0;
+    }
+    while (*p >= '0' && *p <= '9') {
+        if (value > (_PyTraceMalloc_SAMPLE_MAX / 10)) {
+            *error = "the interval is too large";
+            return 0;
+        }
+        value = value * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    while (*p == ' ') {
+        p++;
+    }
+    static const struct { const char *suffix; int shift; } units[] = {
+        {"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20},
+        {"G", 30}, {"GiB", 30},
+    };
+    int shift = -1;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(p, units[i].suffix) == 0) {
+            shift = units[i].shift;
+            break;
+        }
+    }
+    if (shift < 0) {
+        *error = "unknown unit: use B, KiB, MiB or GiB (powers of 1024)";
+        return 0;
+    }
+    if (value == 0) {
+        *error = "the interval must be at least 1 byte";
+        return 0;
+    }
+    if (value > (_PyTraceMalloc_SAMPLE_MAX >> shift)) {
+        *error = "the interval is too large";
+        return 0;
+    }
+    return value << shift;
+}
