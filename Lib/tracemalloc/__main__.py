@@ -11,14 +11,17 @@ Commands (``python -m tracemalloc COMMAND --help`` describes each one):
   diff   what grew between two snapshot files; with --fail-over, exit 1
          when the total growth passes a limit (CI against a baseline)
   html   write a self-contained HTML report of a snapshot file
+  pprof  convert a snapshot file (or the difference of two) to a pprof
+         profile, for go tool pprof and continuous-profiling systems
 
 Exit status: 0 when all is well, 1 when a leak (or a growth over the limit)
 is found, 2 on a usage error or when the target cannot run; ``run`` exits
 with the status of the program that it ran.
 
 The work is done by functions of the package that programs may call too:
-tracemalloc.leaks.check(), Snapshot.load(), Snapshot.statistics() and
-compare_to(); this module only parses the command line and prints.
+tracemalloc.leaks.check(), Snapshot.load(), Snapshot.statistics(),
+compare_to() and dump_pprof(); this module only parses the command line
+and prints.
 """
 
 import argparse
@@ -32,7 +35,7 @@ from tracemalloc import _leakcore
 from tracemalloc import (BaseFilter, Snapshot, Traceback, _format_size,
                          is_tracing, reset_peak, start, take_snapshot)
 
-COMMANDS = ('run', 'leaks', 'top', 'diff', 'html')
+COMMANDS = ('run', 'leaks', 'top', 'diff', 'html', 'pprof')
 PROG = "python -m tracemalloc"
 DEFAULT_TOP = 10
 
@@ -356,7 +359,8 @@ def _run_parser(prog, usage):
                     "memory that it still holds at exit was allocated.",
         epilog="Other commands: leaks (find the allocation sites that grow "
                "while a function or script runs in rounds), top and diff "
-               "(read snapshot files), html (an HTML report); see "
+               "(read snapshot files), html (an HTML report), pprof (a "
+               "pprof profile); see "
                f"'{PROG} COMMAND --help'.")
     _add_nframe(parser)
     parser.add_argument(
@@ -1010,6 +1014,47 @@ def command_html(argv):
 
 
 # --------------------------------------------------------------------------
+# pprof
+
+PPROF_SUFFIX = ".pb.gz"
+
+
+def command_pprof(argv):
+    """`pprof SNAPSHOT [--base OLD] [-o FILE]`."""
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} pprof",
+        description="Write a snapshot file as a gzip-compressed pprof "
+                    "profile (sample types inuse_objects and inuse_space, "
+                    "one sample per traceback), for go tool pprof, "
+                    "Pyroscope, Datadog or Google Cloud Profiler.  With "
+                    "--base, the profile is the difference from the OLD "
+                    "snapshot, as pprof -diff_base builds it.")
+    parser.add_argument("snapshot", metavar="SNAPSHOT")
+    parser.add_argument("--base", metavar="OLD",
+                        help="snapshot file to subtract (its samples are "
+                             "negated and labelled pprof::base=true)")
+    parser.add_argument("-o", "--output", metavar="FILE", default=None,
+                        help=f"output file (default: SNAPSHOT with "
+                             f"{PPROF_SUFFIX})")
+    options = parser.parse_args(argv)
+    snapshot = _load_snapshot(parser, options.snapshot)
+    base = None
+    if options.base is not None:
+        base = _load_snapshot(parser, options.base)
+    output = options.output
+    if output is None:
+        output = os.path.splitext(options.snapshot)[0] + PPROF_SUFFIX
+    try:
+        snapshot.dump_pprof(output, base=base)
+    except OSError as exc:
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: cannot write "
+                                f"{output}: {exc}\n")
+    what = "difference" if base is not None else "profile"
+    print(f"tracemalloc: pprof {what} written to {output}", file=sys.stderr)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------
 
 def main(argv=None):
     """Entry point of ``python -m tracemalloc``; return the exit status."""
@@ -1029,6 +1074,7 @@ _COMMAND_FUNCTIONS = {
     'top': command_top,
     'diff': command_diff,
     'html': command_html,
+    'pprof': command_pprof,
 }
 
 

@@ -46,6 +46,7 @@ OURS = [
     "test.test_tracemalloc_fuzz_corpus",
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
     "test.test_tracemalloc_cli",
+    "test.test_tracemalloc_pprof",  # each reader skips when missing
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
     "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
     "test_patch_deletions",     # Tools/fork/tests

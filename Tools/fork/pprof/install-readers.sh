@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install the pprof readers that test_tracemalloc_pprof checks the pprof
+# export with (each test skips, saying why, when its reader is missing):
+#   - protoc (Debian's protobuf-compiler): `protoc --decode` with
+#     Tools/fork/pprof/profile.proto;
+#   - Go (Debian's golang-go): `go tool pprof`, pprof itself;
+#   - pprof-format, the JavaScript decoder, from the npm registry into
+#     $TRACEMALLOC_FORK_CACHE/npm (default ~/.cache/tracemalloc-fork/npm),
+#     run by Debian's nodejs (Tools/fork/pprof/read_profile.js).
+# The Debian packages are installed only as root; otherwise the
+# apt-get line is printed.  Never fails the caller: a reader that cannot
+# be installed is reported, and its test skips.
+set -uo pipefail
+
+cache=${TRACEMALLOC_FORK_CACHE:-$HOME/.cache/tracemalloc-fork}
+status=0
+
+missing=""
+command -v protoc >/dev/null 2>&1 || missing="$missing protobuf-compiler"
+command -v go >/dev/null 2>&1 || missing="$missing golang-go"
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+        install() {
+            # shellcheck disable=SC2086
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+        }
+        install || { apt-get update -qq >/dev/null && install; } \
+            || { echo "install-readers: warning:$missing not installed; their pprof reader tests will skip" >&2; status=1; }
+    else
+        echo "install-readers: not root; to run every pprof reader test: apt-get install$missing" >&2
+        status=1
+    fi
+fi
+
+if command -v npm >/dev/null 2>&1; then
+    if [ ! -f "$cache/npm/node_modules/pprof-format/package.json" ]; then
+        mkdir -p "$cache/npm"
+        # --prefix keeps package.json, the lock file and node_modules in
+        # the cache, outside the repository.
+        npm install --prefix "$cache/npm" --no-audit --no-fund --silent pprof-format >/dev/null \
+            || { echo "install-readers: warning: npm could not install pprof-format; its test will skip" >&2; status=1; }
+    fi
+fi
+[ "$status" = 0 ] && echo "install-readers: protoc, go and pprof-format are installed"
+exit 0
