@@ -482,6 +482,13 @@ class EncoderTest(TracingMixin, unittest.TestCase):
                 _pprof.encode(new, base=bad if bad is not None else 42)
         with self.assertRaises(TypeError):
             _pprof.encode(new, old)       # base is keyword-only
+        for traces, message in (
+                ([(0, 10, ((b'a.py', 1),), 1)], "cannot encode the frame"),
+                ([(0, 10, (('a.py', '1'),), 1)], "cannot encode the frame"),
+                ([(0, 10, (('a.py', -1),), 1)], "cannot encode the frame"),
+                ([(0, 1 << 70, (('a.py', 1),), 1)], "64-bit integer")):
+            with self.assertRaisesRegex(ValueError, message):
+                _pprof.encode(tracemalloc.Snapshot(traces, 1))
         for interval in (0, -1, 1.5, '4096', True):
             snapshot = tracemalloc.Snapshot([], 1)
             sampled(snapshot, interval)

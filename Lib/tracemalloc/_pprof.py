@@ -147,7 +147,8 @@ class _Profile:
 
     def __init__(self):
         self._strings = {'': 0}        # string_table[0] must be ""
-        self._locations = {}           # (filename, lineno) -> location id
+        # (filename, lineno) -> the varint of its location id
+        self._locations = {}
         self._encoded_locations = []
         self._encoded_functions = []
         self._samples = []
@@ -158,16 +159,28 @@ class _Profile:
             index = self._strings[text] = len(self._strings)
         return index
 
-    def location(self, filename, lineno):
-        key = (filename, lineno)
-        location_id = self._locations.get(key)
-        if location_id is not None:
-            return location_id
-        location_id = self._locations[key] = len(self._locations) + 1
+    def location(self, frame):
+        """Return the varint of the location id of *frame*, a (filename,
+        lineno) pair; create the location and its function the first
+        time."""
+        encoded_id = self._locations.get(frame)
+        if encoded_id is not None:
+            return encoded_id
+        try:
+            filename, lineno = frame
+        except (TypeError, ValueError):
+            filename = lineno = None
+        if (not isinstance(filename, str) or isinstance(lineno, bool)
+                or not isinstance(lineno, int)
+                or not 0 <= lineno <= _INT64_MAX):
+            raise ValueError(f"cannot encode the frame {frame!r}: a frame "
+                             f"is a (filename: str, lineno: int) pair")
+        location_id = len(self._locations) + 1
+        encoded_id = self._locations[frame] = _varint(location_id)
         # One function per location (see the module's docstring): its id
         # is the location's.
         function_id = location_id
-        if (filename, lineno) in (LIMIT_FRAME, UNKNOWN_FRAME):
+        if frame in (LIMIT_FRAME, UNKNOWN_FRAME):
             name = filename
         else:
             name = f"{os.path.basename(filename) or filename}:{lineno}"
@@ -183,16 +196,22 @@ class _Profile:
             _int_field(_LOCATION_ID, location_id)
             + _int_field(_LOCATION_MAPPING_ID, 1)
             + _bytes_field(_LOCATION_LINE, line))
-        return location_id
+        return encoded_id
 
-    def add_sample(self, location_ids, values, labels=()):
-        encoded = (_packed_field(_SAMPLE_LOCATION_ID, location_ids)
-                   + _packed_field(_SAMPLE_VALUE, values))
-        for key, text in labels:
-            label = (_int_field(_LABEL_KEY, self.string(key))
-                     + _int_field(_LABEL_STR, self.string(text)))
-            encoded += _bytes_field(_SAMPLE_LABEL, label)
-        self._samples.append(encoded)
+    def add_sample(self, encoded_location_ids, values, encoded_labels=b''):
+        """Add a sample: *encoded_location_ids* is the concatenation of the
+        varints of its location ids (the leaf first), *encoded_labels* its
+        Label fields, encoded (see label())."""
+        self._samples.append(
+            _bytes_field(_SAMPLE_LOCATION_ID, encoded_location_ids)
+            + _packed_field(_SAMPLE_VALUE, values)
+            + encoded_labels)
+
+    def label(self, key, text):
+        """The Sample.label field of the label *key* = *text*."""
+        return _bytes_field(_SAMPLE_LABEL,
+                            _int_field(_LABEL_KEY, self.string(key))
+                            + _int_field(_LABEL_STR, self.string(text)))
 
     def value_type(self, type_name, unit):
         return (_int_field(_VALUE_TYPE_TYPE, self.string(type_name))
@@ -265,30 +284,39 @@ def _checked_value(value, what):
     return value
 
 
-def _add_samples(profile, snapshot, sign, labels):
+def _leaf_first(traceback):
+    """The (filename, lineno) pairs of *traceback*, the most recent call
+    first (Traceback iterates oldest first; pprof wants the leaf first)."""
+    frames = getattr(traceback, '_frames', None)
+    if type(frames) is tuple:
+        # The package's own Traceback: its frames as stored, without a
+        # Frame object for each.
+        return frames[::-1]
+    return tuple([(frame.filename, frame.lineno)
+                  for frame in traceback])[::-1]
+
+
+def _add_samples(profile, snapshot, sign, encoded_labels):
     limit = snapshot.traceback_limit
     if not isinstance(limit, int) or limit <= 1:
         # With one frame per traceback, every traceback is cut: a marker
         # under each would say nothing.
         limit = None
+    location = profile.location
     for stat in snapshot.statistics('traceback'):
-        # Traceback iterates oldest first; pprof wants the leaf first.
-        frames = [(frame.filename, frame.lineno)
-                  for frame in stat.traceback]
-        frames.reverse()
+        frames = _leaf_first(stat.traceback)
         if not frames:
-            frames.append(UNKNOWN_FRAME)
+            frames = (UNKNOWN_FRAME,)
         elif limit is not None and len(frames) >= limit:
             # The root of a traceback that fills the limit says that it may
             # be cut (the grouped statistics do not keep the number of
             # frames that the engine saw), as the HTML report's call graph
             # does, rather than pass for the program's entry point.
-            frames.append(LIMIT_FRAME)
-        location_ids = [profile.location(filename, lineno)
-                        for filename, lineno in frames]
-        values = [sign * _checked_value(stat.count, 'count'),
-                  sign * _checked_value(stat.size, 'size')]
-        profile.add_sample(location_ids, values, labels)
+            frames += (LIMIT_FRAME,)
+        values = (sign * _checked_value(stat.count, 'count'),
+                  sign * _checked_value(stat.size, 'size'))
+        profile.add_sample(b''.join([location(frame) for frame in frames]),
+                           values, encoded_labels)
 
 
 def encode(snapshot, *, base=None):
@@ -304,11 +332,11 @@ def encode(snapshot, *, base=None):
         base_sample = _check_snapshot(base, "base")
 
     profile = _Profile()
-    _add_samples(profile, snapshot, 1, ())
+    _add_samples(profile, snapshot, 1, b'')
     comments = [f"tracemalloc snapshot, {_describe(snapshot, sample)}"]
     if base is not None:
         _add_samples(profile, base, -1,
-                     ((BASE_LABEL_KEY, BASE_LABEL_VALUE),))
+                     profile.label(BASE_LABEL_KEY, BASE_LABEL_VALUE))
         comments.append(
             f"difference from a base snapshot ({_describe(base, base_sample)}"
             f"): its samples are negated and labelled "
@@ -336,4 +364,7 @@ def dump(snapshot, filename, *, base=None):
         raise TypeError(f"filename must be a str, bytes or os.PathLike, "
                         f"not {type(filename).__name__}") from None
     # mtime=0: the same snapshot gives the same bytes.
-    _snapshotfile.write(filename, gzip.compress(data, mtime=0))
+    # Level 6, as pprof's own writer (Go's default): level 9 takes several
+    # times longer for a few percent.
+    _snapshotfile.write(filename,
+                        gzip.compress(data, compresslevel=6, mtime=0))
