@@ -281,6 +281,22 @@ peak_sampled_size(const _PyTraceMalloc_PeakGroup *g)
     return size < 1 ? 1 : (uint64_t)llround(size);
 }
 
+/* Sampling mode: a peak group's estimated BLOCKS, the whole part A of
+   their average size (at least 1), and the weight W2 of the blocks of
+   A + 1 bytes that make the bytes add up. */
+static void
+peak_sampled_split(const _PyTraceMalloc_PeakGroup *g, double *blocks,
+                   double *a, double *w2)
+{
+    *blocks = (double)g->count / _PyTraceMalloc_SAMPLE_COUNT_UNIT;
+    double bytes = (double)g->size;
+    *a = *blocks > 0 ? floor(bytes / *blocks) : 1;
+    if (*a < 1) {
+        *a = 1;
+    }
+    *w2 = bytes - *a * *blocks;
+}
+
 /* The peak's traces: each group's blocks get the average size of the
    group (the remainder spread over the first ones), so that sizes and
    counts add up exactly per traceback; the blocks of one group share their
@@ -542,22 +558,49 @@ build_peak_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
         goto done;
     }
     if (sampled) {
-        /* One trace per group, of the average size of the blocks its
-           estimate stands for, weighing that many blocks. */
+        /* Each group's estimate as two traces of the sizes around the
+           average, A and A + 1 bytes, weighing W1 and W2 blocks, so that
+           W1 + W2 and A * W1 + (A + 1) * W2 are its blocks and bytes
+           (one trace when the average is whole). */
+        count = 0;
+        for (size_t i = 0; i < ngroups; i++) {
+            double blocks, a, w2;
+            peak_sampled_split(&groups[i], &blocks, &a, &w2);
+            count += (w2 > 0 && w2 < blocks) ? 2 : 1;
+        }
         Py_SETREF(c.weights, PyBytes_FromStringAndSize(
             NULL, (Py_ssize_t)count * 8));
-        if (c.weights == NULL) {
+        Py_SETREF(c.domains, PyBytes_FromStringAndSize(
+            NULL, (Py_ssize_t)count * 4));
+        Py_SETREF(c.sizes, PyBytes_FromStringAndSize(
+            NULL, (Py_ssize_t)count * 8));
+        Py_SETREF(c.indexes, PyBytes_FromStringAndSize(
+            NULL, (Py_ssize_t)count * 4));
+        if (c.weights == NULL || c.domains == NULL || c.sizes == NULL
+            || c.indexes == NULL) {
             goto done;
         }
+        size_t k = 0;
         for (size_t i = 0; i < ngroups; i++) {
             _PyTraceMalloc_PeakGroup *g = &groups[i];
             uint32_t index;
             if (columns_index(&c, g->node, &index) < 0) {
                 goto done;
             }
-            double weight = (double)g->count / _PyTraceMalloc_SAMPLE_COUNT_UNIT;
-            columns_set(&c, i, g->domain, peak_sampled_size(g), index);
-            memcpy(PyBytes_AS_STRING(c.weights) + 8 * i, &weight, 8);
+            double blocks, a, w2;
+            peak_sampled_split(g, &blocks, &a, &w2);
+            double weights[2] = {blocks, 0};
+            int n = 1;
+            if (w2 > 0 && w2 < blocks) {
+                weights[0] = blocks - w2;
+                weights[1] = w2;
+                n = 2;
+            }
+            for (int j = 0; j < n; j++, k++) {
+                columns_set(&c, k, g->domain, (uint64_t)a + (uint64_t)j,
+                            index);
+                memcpy(PyBytes_AS_STRING(c.weights) + 8 * k, &weights[j], 8);
+            }
         }
         ok = 1;
         goto done;

@@ -37,6 +37,7 @@ OURS = [
     "test.test_tracemalloc_extensions",
     "test.test_tracemalloc_edgecases",
     "test.test_tracemalloc_subinterp",
+    "test.test_tracemalloc_sampling",
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
     "test_bench_tools",         # Tools/fork/tests
