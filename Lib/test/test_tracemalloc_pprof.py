@@ -6,9 +6,11 @@ here, independent of the encoder; by real pprof readers, each skipped with
 its reason when it is missing (Tools/fork/pprof/install-readers.sh installs
 them): ``protoc --decode`` with Tools/fork/pprof/profile.proto (Debian's
 protobuf-compiler), the JavaScript decoder pprof-format run by Debian's
-nodejs (Tools/fork/pprof/read_profile.js), and ``go tool pprof`` (Debian's
-golang-go).  Each time the decoded totals per line must equal the
-snapshot's statistics, and those of a difference must equal new minus old.
+nodejs (Tools/fork/pprof/read_profile.js), and pprof itself: ``go tool
+pprof`` (Debian's golang-go) and pprof built from Debian's
+golang-github-google-pprof-dev sources.  Each time the decoded totals per
+line must equal the snapshot's statistics, and those of a difference must
+equal new minus old.
 """
 
 import codecs
@@ -751,10 +753,11 @@ class PprofFormatReaderTest(ReaderTestMixin, unittest.TestCase):
                                  4096 if name == 'sampled' else 1)
 
 
-def go_pprof_top(path, sample_index, *extra):
-    """{(filename, lineno): flat value} of `go tool pprof -top -lines`."""
+def go_pprof_top(pprof, path, sample_index, *extra):
+    """{(filename, lineno): flat value} of `pprof -top -lines`, where
+    *pprof* is the command (a list)."""
     output = run_reader(
-        ['go', 'tool', 'pprof', '-top', '-lines', '-unit=B',
+        [*pprof, '-top', '-lines', '-unit=B',
          '-nodecount=1000000', '-nodefraction=0', '-edgefraction=0',
          f'-sample_index={sample_index}', *extra, path],
         env=dict(os.environ, PPROF_TMPDIR=os.path.dirname(path))).decode()
@@ -774,16 +777,17 @@ def go_pprof_top(path, sample_index, *extra):
     return output, flat
 
 
-@unittest.skipUnless(shutil.which('go'),
-                     f"go is missing (Debian's golang-go, whose `go tool "
-                     f"pprof` is pprof; {INSTALL_HINT})")
-class GoPprofReaderTest(ReaderTestMixin, unittest.TestCase):
-    """pprof itself: `go tool pprof -top -lines` sums per line."""
+class PprofReaderTestMixin(ReaderTestMixin):
+    """pprof itself: `pprof -top -lines` sums per line."""
+
+    # The command that runs pprof.
+    pprof = None
 
     def check(self, path, expected, *extra):
         for index, sample_index in enumerate(('inuse_objects',
                                               'inuse_space')):
-            output, flat = go_pprof_top(path, sample_index, *extra)
+            output, flat = go_pprof_top(self.pprof, path, sample_index,
+                                        *extra)
             want = {key: value[index] for key, value in expected.items()
                     if value[index]}
             self.assertEqual(flat, want, output)
@@ -806,6 +810,28 @@ class GoPprofReaderTest(ReaderTestMixin, unittest.TestCase):
         new.dump_pprof(new_path)
         self.check(new_path, expected_diff_per_line(new, old),
                    f'-diff_base={old_path}')
+
+
+@unittest.skipUnless(shutil.which('go'),
+                     f"go is missing (Debian's golang-go, whose `go tool "
+                     f"pprof` is pprof; {INSTALL_HINT})")
+class GoToolPprofReaderTest(PprofReaderTestMixin, unittest.TestCase):
+    """The pprof that Go ships: `go tool pprof`."""
+
+    pprof = ['go', 'tool', 'pprof']
+
+
+DEBIAN_PPROF = os.path.join(CACHE, 'pprof', 'pprof')
+
+
+@unittest.skipUnless(os.access(DEBIAN_PPROF, os.X_OK),
+                     f"{DEBIAN_PPROF} is missing (pprof built from "
+                     f"Debian's golang-github-google-pprof-dev; "
+                     f"{INSTALL_HINT})")
+class DebianPprofReaderTest(PprofReaderTestMixin, unittest.TestCase):
+    """pprof built from Debian's golang-github-google-pprof-dev."""
+
+    pprof = [DEBIAN_PPROF]
 
 
 # --------------------------------------------------------------------------

@@ -3,7 +3,11 @@
 # export with (each test skips, saying why, when its reader is missing):
 #   - protoc (Debian's protobuf-compiler): `protoc --decode` with
 #     Tools/fork/pprof/profile.proto;
-#   - Go (Debian's golang-go): `go tool pprof`, pprof itself;
+#   - pprof itself, twice: `go tool pprof` (Debian's golang-go ships it),
+#     and pprof built from Debian's golang-github-google-pprof-dev sources
+#     into $TRACEMALLOC_FORK_CACHE/pprof/pprof (GOPATH mode, offline: its
+#     dependencies are Debian's golang-github-ianlancetaylor-demangle-dev
+#     and golang-github-chzyer-readline-dev);
 #   - pprof-format, the JavaScript decoder, from the npm registry into
 #     $TRACEMALLOC_FORK_CACHE/npm (default ~/.cache/tracemalloc-fork/npm),
 #     run by Debian's nodejs (Tools/fork/pprof/read_profile.js).
@@ -18,6 +22,12 @@ status=0
 missing=""
 command -v protoc >/dev/null 2>&1 || missing="$missing protobuf-compiler"
 command -v go >/dev/null 2>&1 || missing="$missing golang-go"
+gocode=/usr/share/gocode/src/github.com
+for pkg in golang-github-google-pprof-dev:google/pprof \
+           golang-github-ianlancetaylor-demangle-dev:ianlancetaylor/demangle \
+           golang-github-chzyer-readline-dev:chzyer/readline; do
+    [ -d "$gocode/${pkg#*:}" ] || missing="$missing ${pkg%%:*}"
+done
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 if [ -n "$missing" ]; then
@@ -43,5 +53,21 @@ if command -v npm >/dev/null 2>&1; then
             || { echo "install-readers: warning: npm could not install pprof-format; its test will skip" >&2; status=1; }
     fi
 fi
-[ "$status" = 0 ] && echo "install-readers: protoc, go and pprof-format are installed"
+# pprof from Debian's sources, built once per source version.
+if command -v go >/dev/null 2>&1 && [ -f "$gocode/google/pprof/pprof.go" ]; then
+    version=$(dpkg-query -W -f='${Version}' golang-github-google-pprof-dev 2>/dev/null)
+    stamp="$cache/pprof/version"
+    if [ ! -x "$cache/pprof/pprof" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$version" ]; then
+        mkdir -p "$cache/pprof"
+        if GOPATH=/usr/share/gocode GO111MODULE=off GOFLAGS='' \
+                GOCACHE="$cache/pprof/go-build" \
+                nice go build -o "$cache/pprof/pprof" github.com/google/pprof; then
+            echo "$version" > "$stamp"
+        else
+            echo "install-readers: warning: pprof could not be built from golang-github-google-pprof-dev; its test will skip" >&2
+            status=1
+        fi
+    fi
+fi
+[ "$status" = 0 ] && echo "install-readers: protoc, go tool pprof, pprof from Debian's sources and pprof-format are installed"
 exit 0
