@@ -29,7 +29,7 @@ import time
 import tracemalloc
 import unittest
 
-from test.support import os_helper
+from test.support import captured_stderr, os_helper, requires_fork
 from tracemalloc import _ondemand, _pprof
 
 
@@ -1113,7 +1113,7 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         pattern = os.path.join(self.directory, 'p-{pid}-{n}-{time}.pb')
         tracemalloc.dump_on_signal(SIGNAL, pattern)
         kept = allocate_here(100)
-        with support_captured_stderr() as stderr:
+        with captured_stderr() as stderr:
             self.raise_and_wait()
         del kept
         names = os.listdir(self.directory)
@@ -1132,7 +1132,7 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         self.start_tracing()
         with os_helper.change_cwd(self.directory):
             tracemalloc.dump_on_signal(SIGNAL, 'rel-{n}.tracemalloc')
-        with support_captured_stderr():
+        with captured_stderr():
             self.raise_and_wait()
         names = [name for name in os.listdir(self.directory)
                  if name.startswith('rel-')]
@@ -1143,7 +1143,7 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         self.start_tracing()
         pattern = os.path.join(self.directory, 'explicit-{n}.data')
         tracemalloc.dump_on_signal(SIGNAL, pattern, format='pprof')
-        with support_captured_stderr():
+        with captured_stderr():
             self.raise_and_wait()
         name, = os.listdir(self.directory)
         with open(os.path.join(self.directory, name), 'rb') as fp:
@@ -1156,7 +1156,7 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         tracemalloc.dump_on_signal(
             SIGNAL, os.path.join(subdirectory, 'p-{n}.pb.gz'))
         os.rmdir(subdirectory)
-        with support_captured_stderr() as stderr:
+        with captured_stderr() as stderr:
             self.raise_and_wait()       # raises nothing
         message = stderr.getvalue()
         self.assertRegex(message, r"^tracemalloc: cannot write the profile "
@@ -1170,7 +1170,7 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         # As if a dump were under way.
         self.assertTrue(_ondemand._busy.acquire(blocking=False))
         try:
-            with support_captured_stderr() as stderr:
+            with captured_stderr() as stderr:
                 self.raise_and_wait()
         finally:
             _ondemand._busy.release()
@@ -1178,6 +1178,20 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
                          "tracemalloc: SIGUSR2: a profile is still being "
                          "written; this signal is ignored\n")
         self.assertEqual(os.listdir(self.directory), [])
+
+    @requires_fork()
+    def test_forked_child_is_not_busy(self):
+        # A fork while the parent writes a profile: the child can dump.
+        self.assertTrue(_ondemand._busy.acquire(blocking=False))
+        try:
+            pid = os.fork()
+            if pid == 0:
+                free = _ondemand._busy.acquire(blocking=False)
+                os._exit(0 if free else 1)
+        finally:
+            _ondemand._busy.release()
+        self.assertEqual(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]),
+                         0)
 
     def test_bad_arguments(self):
         cases = [
@@ -1223,11 +1237,6 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         self.assertEqual(len(errors), 1)
         self.assertIn('main thread', str(errors[0]))
         self.assertEqual(signal.getsignal(SIGNAL), self.original)
-
-
-def support_captured_stderr():
-    from test.support import captured_stderr
-    return captured_stderr()
 
 
 if __name__ == "__main__":

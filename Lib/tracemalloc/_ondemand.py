@@ -51,9 +51,28 @@ _counter = 0
 _busy = threading.Lock()
 
 
+def _after_fork_in_child():
+    global _busy
+    # A dump that the parent was writing has no thread in the child: its
+    # lock would stay held, and every signal of the child be ignored.
+    _busy = threading.Lock()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# SIGUSR2 where there is one; Windows has SIGBREAK (Ctrl+Break) instead.
+_DEFAULT_SIGNAL = getattr(signal, 'SIGUSR2', getattr(signal, 'SIGBREAK', 0))
+
+
 def _report(message):
+    stream = sys.stderr
+    if stream is None:
+        # No standard error (pythonw, a daemon that closed it): print()
+        # would write to standard output instead.
+        return
     try:
-        print(f"tracemalloc: {message}", file=sys.stderr, flush=True)
+        print(f"tracemalloc: {message}", file=stream, flush=True)
     except Exception:
         # No standard error to tell: the dump stays silent rather than
         # raise into the program.
@@ -140,7 +159,8 @@ class _Dumper:
                     f"written (start tracing with -X tracemalloc or "
                     f"tracemalloc.start())")
             return
-        if not _busy.acquire(blocking=False):
+        busy = _busy
+        if not busy.acquire(blocking=False):
             _report(f"{self._signal_name()}: a profile is still being "
                     f"written; this signal is ignored")
             return
@@ -151,14 +171,14 @@ class _Dumper:
                 pid=os.getpid(), n=_counter,
                 time=time.strftime('%Y%m%dT%H%M%SZ', time.gmtime()))
             writer = threading.Thread(
-                target=self._write, args=(snapshot, path),
+                target=self._write, args=(snapshot, path, busy),
                 name="tracemalloc-dump")
             writer.start()
         except BaseException:
-            _busy.release()
+            busy.release()
             raise
 
-    def _write(self, snapshot, path):
+    def _write(self, snapshot, path, busy):
         try:
             if self.format == 'pprof':
                 snapshot.dump_pprof(path)
@@ -171,7 +191,7 @@ class _Dumper:
             _report(f"{self._signal_name()}: {self.format} written to "
                     f"{path}")
         finally:
-            _busy.release()
+            busy.release()
 
 
 def _check_signal(signum):
@@ -183,7 +203,7 @@ def _check_signal(signum):
     return int(signum)
 
 
-def dump_on_signal(signum=signal.SIGUSR2, path=DEFAULT_PATH, *,
+def dump_on_signal(signum=_DEFAULT_SIGNAL, path=DEFAULT_PATH, *,
                    format=None):
     """Write a pprof profile (or a snapshot file) each time *signum*
     arrives; return the signal's previous handler.
