@@ -488,7 +488,8 @@ class EncoderTest(TracingMixin, unittest.TestCase):
                 ([(0, 10, ((b'a.py', 1),), 1)], "cannot encode the frame"),
                 ([(0, 10, (('a.py', '1'),), 1)], "cannot encode the frame"),
                 ([(0, 10, (('a.py', -1),), 1)], "cannot encode the frame"),
-                ([(0, 1 << 70, (('a.py', 1),), 1)], "64-bit integer")):
+                ([(0, 1 << 70, (('a.py', 1),), 1)], "64-bit integer"),
+                ([(0, -5, (('a.py', 1),), 1)], "non-negative")):
             with self.assertRaisesRegex(ValueError, message):
                 _pprof.encode(tracemalloc.Snapshot(traces, 1))
         for interval in (0, -1, 1.5, '4096', True):

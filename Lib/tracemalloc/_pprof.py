@@ -95,7 +95,6 @@ BASE_LABEL_VALUE = 'true'
 LIMIT_FRAME = ('<older calls beyond the traceback limit>', 0)
 UNKNOWN_FRAME = ('<unknown>', 0)
 
-_INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 
@@ -278,9 +277,12 @@ def _describe(snapshot, sample):
 
 
 def _checked_value(value, what):
-    if not isinstance(value, int) or not _INT64_MIN <= value <= _INT64_MAX:
-        raise ValueError(f"cannot encode {what} {value!r} as a pprof value "
-                         f"(a 64-bit integer)")
+    # Non-negative, so that a base's negated value is an int64 too.
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not 0 <= value <= _INT64_MAX):
+        raise ValueError(f"cannot encode the {what} {value!r} in a pprof "
+                         f"profile: it must be a non-negative 64-bit "
+                         f"integer")
     return value
 
 
