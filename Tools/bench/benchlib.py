@@ -8,6 +8,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -17,14 +18,37 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(BENCH_DIR))
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
 
-# The six configurations, in their canonical order.  (side, frames); frames 0
-# means tracemalloc off.
-CONFIGS = [("pristine", 0), ("pristine", 1), ("pristine", 25),
-           ("fork", 0), ("fork", 1), ("fork", 25)]
+# The sampling interval of the sampled configurations: the engine's default
+# (`-X tracemalloc_sample=512KiB`), which the issue's targets are stated at.
+SAMPLE_DEFAULT = "512KiB"
+
+# The configurations of the time suite, in their canonical order: (side,
+# frames, sample).  frames 0 means tracemalloc off; sample None means exact
+# tracing, else the `-X tracemalloc_sample` value.  "fork sampled" traces
+# with deep tracebacks (N=25) at the default interval: what a service
+# would leave on in production.
+CONFIGS = [("pristine", 0, None), ("pristine", 1, None), ("pristine", 25, None),
+           ("fork", 0, None), ("fork", 1, None), ("fork", 25, None),
+           ("fork", 25, SAMPLE_DEFAULT)]
 
 
-def config_label(side, frames):
+def config_label(side, frames, sample=None):
+    if sample is not None:
+        return f"{side} sampled" + ("" if sample == SAMPLE_DEFAULT else f" {sample}")
     return f"{side} {'off' if frames == 0 else f'N={frames}'}"
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KIB": 1024, "MIB": 1024 ** 2, "GIB": 1024 ** 3,
+               "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3}
+
+
+def parse_size(text):
+    """Bytes of a size such as "512KiB" or "1GiB" (the forms the runners
+    pass to `-X tracemalloc_sample`), to check what the child reports."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r}")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]
 
 
 def child_env():
@@ -37,10 +61,12 @@ def child_env():
     return env
 
 
-def python_cmd(python, frames):
+def python_cmd(python, frames, sample=None):
     cmd = [python, "-s"]
     if frames:
         cmd += ["-X", f"tracemalloc={frames}"]
+    if sample is not None:
+        cmd += ["-X", f"tracemalloc_sample={sample}"]
     return cmd
 
 
@@ -68,9 +94,12 @@ def run_child(cmd, timeout, cwd=None):
     return data, err
 
 
-def check_tracing(data, frames):
+def check_tracing(data, frames, sample=None):
     """Validate that the child really ran with the intended tracemalloc
-    setting; return an error string or None."""
+    setting; return an error string or None.  A sampled configuration's
+    child must report its interval (`tracemalloc.get_sample()` as
+    "sample"); a child that reports one in an exact or off configuration
+    was sampling when it should not."""
     tracing = data.get("tracing")
     if frames == 0 and tracing:
         return "tracemalloc was tracing in an 'off' configuration"
@@ -78,7 +107,25 @@ def check_tracing(data, frames):
         return f"tracemalloc was NOT tracing under -X tracemalloc={frames}"
     if frames and data.get("traceback_limit") != frames:
         return f"traceback limit {data.get('traceback_limit')} != {frames}"
+    reported = data.get("sample")
+    if sample is None:
+        if reported is not None:
+            return f"tracemalloc was sampling (every {reported} bytes) in an exact configuration"
+        return None
+    if "sample" not in data:
+        return "the child did not report its sampling interval (tracemalloc.get_sample())"
+    if reported != parse_size(sample):
+        return (f"tracemalloc.get_sample() was {reported!r}, not {parse_size(sample)} "
+                f"under -X tracemalloc_sample={sample}")
     return None
+
+
+def child_sample():
+    """In a child: tracemalloc.get_sample(), or None where the interpreter
+    has no sampling mode (pristine)."""
+    import _tracemalloc
+    get_sample = getattr(_tracemalloc, "get_sample", None)
+    return get_sample() if get_sample is not None else None
 
 
 def geomean(values):

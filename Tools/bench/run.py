@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark runner: the tracemalloc fork against pristine CPython 3.11.2.
+"""Benchmark runner: the tracemalloc fork against pristine CPython of its base.
 
     python3 Tools/bench/run.py --pristine PATH --fork PATH [options]
 
 Suites (``--suites``, default ``time``):
 
-time     every workload in workloads/ under six configurations -- pristine
-         off, pristine N=1, pristine N=25, fork off, fork N=1, fork N=25
-         (tracing via ``-X tracemalloc=N``) -- interleaved round-robin inside
-         every repetition.  The timed section is measured inside the child.
+time     every workload in workloads/ under seven configurations --
+         pristine off, pristine N=1, pristine N=25, fork off, fork N=1,
+         fork N=25 (tracing via ``-X tracemalloc=N``) and fork sampled
+         (``-X tracemalloc=25 -X tracemalloc_sample=512KiB``) --
+         interleaved round-robin inside every repetition.  The timed
+         section is measured inside the child.
 memory   tracemalloc bookkeeping bytes per live block and peak-RSS overhead
          at 10^4..10^7 live blocks (memory.py).
 scaling  ns per traced allocation as live blocks grow and as the stack
@@ -110,15 +112,15 @@ def run_time_suite(pythons, names, reps, slow_reps, scale, timeout, progress, st
             shift = (rep + wi) % len(CONFIGS)
             order = CONFIGS[shift:] + CONFIGS[:shift]
             line = []
-            for side, frames in order:
-                label = config_label(side, frames)
+            for side, frames, sample in order:
+                label = config_label(side, frames, sample)
                 cell = results[name][label]
                 if rep and frames and first_ratio.get((name, label), 0) >= SLOW_RATIO \
                         and rep not in thinned:
                     continue
                 if cell["error"] and not cell["times"]:
                     continue  # it failed before; do not waste time on it
-                cmd = benchlib.python_cmd(pythons[side], frames) + [
+                cmd = benchlib.python_cmd(pythons[side], frames, sample) + [
                     script, "--scale", repr(scale), "--verbose"]
                 started = time.monotonic()
                 try:
@@ -127,7 +129,7 @@ def run_time_suite(pythons, names, reps, slow_reps, scale, timeout, progress, st
                     cell["error"] = str(exc)
                     line.append(f"{label}=ERR")
                     continue
-                problem = benchlib.check_tracing(data, frames)
+                problem = benchlib.check_tracing(data, frames, sample)
                 if problem:
                     cell["error"] = problem
                     line.append(f"{label}=BAD")
@@ -137,6 +139,8 @@ def run_time_suite(pythons, names, reps, slow_reps, scale, timeout, progress, st
                 cell["times"].append(data["seconds"])
                 cell["checks"].append(data["check"])
                 cell["n"] = data["n"]
+                if sample is not None:
+                    cell.setdefault("samples", []).append(data.get("samples"))
                 if name not in reference and label == "pristine off":
                     reference[name] = data["check"]
                 line.append(f"{label}={data['seconds']:.3f}")
@@ -165,6 +169,8 @@ def run_time_suite(pythons, names, reps, slow_reps, scale, timeout, progress, st
         "stat": stat,
         "workloads": names,
         "configs": labels,
+        # label -> the -X tracemalloc_sample value of a sampled configuration
+        "samples": {config_label(*c): c[2] for c in CONFIGS if c[2] is not None},
         "results": results,
     }
 
@@ -186,7 +192,7 @@ def binary_stamps(pythons):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pristine", required=True, help="pristine 3.11.2 interpreter")
+    p.add_argument("--pristine", required=True, help="pristine interpreter of the fork's base")
     p.add_argument("--fork", required=True, help="the fork's interpreter")
     p.add_argument("--quick", action="store_true",
                    help="a few-minute subset (fewer workloads, reps and sizes)")
@@ -279,7 +285,7 @@ def main(argv=None):
     import report
 
     if "time" in suites:
-        progress.line(f"time suite: {len(names)} workloads x 6 configs x {reps} reps "
+        progress.line(f"time suite: {len(names)} workloads x {len(CONFIGS)} configs x {reps} reps "
                       f"(slow configs: {slow_reps} reps)")
         data["time"] = run_time_suite(pythons, names, reps, slow_reps, args.scale,
                                       args.timeout, progress, args.stat)

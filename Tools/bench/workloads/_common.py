@@ -9,12 +9,16 @@ It calls ``run(n)`` once and times only that call with
 last line of stdout is a JSON object that the runner parses::
 
     {"workload": ..., "n": ..., "seconds": ..., "check": ...,
-     "tracing": bool, "traceback_limit": int, ...}
+     "tracing": bool, "traceback_limit": int, "sample": int or None, ...}
 
 ``check`` is a deterministic digest of the work done, so the runner can tell
 that every configuration computed the same thing.  ``tracing`` and
 ``traceback_limit`` are read from the builtin ``_tracemalloc`` module after
-the timed section, which proves that ``-X tracemalloc=N`` really applied.
+the timed section, which proves that ``-X tracemalloc=N`` really applied;
+``sample`` is ``tracemalloc.get_sample()`` (None when tracing is exact or
+off, and on an interpreter without sampling), which proves that ``-X
+tracemalloc_sample`` did, and ``samples`` the number of sampled blocks
+still live then.
 ``--verbose`` also prints a human-readable line to stderr, including
 ``tracemalloc.is_tracing()`` and the traced memory.
 """
@@ -48,7 +52,14 @@ def main(name, run, default_n, doc=None):
         "check": check if isinstance(check, (int, str)) else repr(check),
         "tracing": bool(_tracemalloc.is_tracing()),
         "traceback_limit": _tracemalloc.get_traceback_limit(),
+        "sample": None,
     }
+    get_sample = getattr(_tracemalloc, "get_sample", None)
+    if get_sample is not None:
+        out["sample"] = get_sample()
+    if out["sample"] is not None:
+        # Only sampled blocks have traces: a short list.
+        out["samples"] = len(_tracemalloc._get_traces())
     if out["tracing"]:
         current, peak = _tracemalloc.get_traced_memory()
         out["traced_current"] = current
@@ -58,6 +69,7 @@ def main(name, run, default_n, doc=None):
         print(f"[{name}] n={n} {seconds:.3f}s "
               f"tracemalloc.is_tracing()={tracemalloc.is_tracing()} "
               f"traceback_limit={tracemalloc.get_traceback_limit()} "
+              f"sample={out['sample']} "
               f"traced(current, peak)={tracemalloc.get_traced_memory()}",
               file=sys.stderr)
     sys.stdout.flush()
