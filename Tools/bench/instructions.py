@@ -318,7 +318,7 @@ def run_instructions_suite(pythons, quick, timeout, progress):
     return out
 
 
-def profile(loop, python, frames, big, top):
+def profile(loop, python, frames, big, top, sample=None):
     """Print where one loop's instructions go, per iteration."""
     valgrind = shutil.which("valgrind")
     if not valgrind:
@@ -334,7 +334,7 @@ def profile(loop, python, frames, big, top):
             path = os.path.join(outdir, f"cg.{n}")
             cmd = [valgrind, "--tool=callgrind", "--collect-atstart=no",
                    "--toggle-collect=builtin_exec", f"--callgrind-out-file={path}",
-                   ] + benchlib.python_cmd(exe, frames) + [
+                   ] + benchlib.python_cmd(exe, frames, sample) + [
                    os.path.abspath(__file__), "--child", "--small", "10",
                    "--big", str(n), "--names", loop]
             benchlib.run_child(cmd, 1800)
@@ -347,6 +347,8 @@ def profile(loop, python, frames, big, top):
             for fn in set(base) | set(work)}
     total = sum(diff.values())
     mode = f"-X tracemalloc={frames}" if frames else "untraced"
+    if sample:
+        mode += f" -X tracemalloc_sample={sample}"
     print(f"{loop} under {exe} {mode}: {total:,.1f} instructions per iteration")
     rows = sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:top]
     for fn, v in rows:
@@ -369,6 +371,8 @@ def main(argv=None):
     p.add_argument("--frames", type=int, default=1,
                    help="with --profile: -X tracemalloc=FRAMES (0: untraced)")
     p.add_argument("--top", type=int, default=25, help="with --profile: rows")
+    p.add_argument("--sample", metavar="SIZE",
+                   help="with --profile: -X tracemalloc_sample=SIZE (sampling mode)")
     if "--child" in (sys.argv[1:] if argv is None else argv):
         args = p.parse_args(argv)
         child(args.names.split(","), args.small, args.big, args.layouts)
@@ -377,7 +381,7 @@ def main(argv=None):
         args, _ = p.parse_known_args(argv)
         big = args.big if args.big != BIG else 200_000
         return profile(args.profile, args.python or "./python", args.frames,
-                       big, args.top)
+                       big, args.top, args.sample)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import benchlib
     benchlib.add_suite_options(p)

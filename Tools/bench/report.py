@@ -190,6 +190,12 @@ def target_rows(geo, same, per=None):
                          fmt_ratio(worst), f"<= {MAX_TARGETS[label]:.2f}x", status])
     for frames in ("N=1", "N=25"):
         rows.append([f"fork {frames} / pristine {frames}", fmt_ratio(same[frames]), "", ""])
+    if "fork sampled" in geo and per is not None:
+        # Against the same build untraced: sampling's own cost, whatever
+        # the fork's untraced path costs against pristine.
+        rows.append(["fork sampled / fork off", fmt_ratio(benchlib.geomean(
+            [row["fork sampled"]["ratio"] / row["fork off"]["ratio"]
+             for row in per.values() if row["fork off"]["ratio"] > 0])), "", ""])
     return ["geometric mean (unless said)", "measured", "target", ""], rows
 
 
