@@ -252,8 +252,12 @@ class SampledReportTest(unittest.TestCase):
         t = time_run({"a": {"fork sampled": 1.02}, "c": {"fork sampled": 1.01}})
         _, _, per, geo, same = report.time_table(t)
         _, rows = report.target_rows(geo, same, per)
-        self.assertEqual([r[3] for r in rows if r[0].startswith("fork sampled")],
-                         ["met", "met"])
+        by = {r[0]: r for r in rows}
+        self.assertEqual(by["fork sampled / pristine off"][3], "met")
+        self.assertEqual(by["fork sampled / pristine off, slowest workload (a)"][3], "met")
+        # sampling against the same build untraced (fork off at 1.00x here)
+        self.assertEqual(by["fork sampled / fork off"][1],
+                         report.fmt_ratio((1.02 * 1.01) ** 0.5))
         self.assertIn("tracemalloc_sample=512KiB", report.sampled_description(t))
 
     def test_time_run_without_sampled_column(self):
