@@ -358,6 +358,18 @@ class LeakTests(SamplingTest):
         self.assertAlmostEqual(top.size_diff / (8 * MB), 1, delta=0.75)
 
 
+class LeakCheckerTests(SamplingTest):
+
+    def test_leak_checker_refuses_sampling(self):
+        # A verdict needs every block: under sampling the checker says so
+        # instead of judging estimates.
+        from tracemalloc import leaks
+        tracemalloc.start(1, sample=R)
+        with self.assertRaises(leaks.LeakCheckError) as cm:
+            leaks.check(lambda: None)
+        self.assertIn('sampling', str(cm.exception))
+
+
 class SnapshotTests(SamplingTest):
 
     def test_snapshot_records_the_interval(self):

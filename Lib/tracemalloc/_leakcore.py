@@ -346,6 +346,16 @@ class TracingGuard:
     """
 
     def __init__(self):
+        import tracemalloc
+        sample = tracemalloc.get_sample()
+        if sample is not None:
+            # Sampled traces are estimates, and most blocks have none: a
+            # verdict needs every block.
+            raise LeakCheckError(
+                f"tracemalloc is sampling (one sample per {sample} bytes "
+                f"on average): the leak check needs exact tracing; run "
+                f"without -X tracemalloc_sample/PYTHONTRACEMALLOCSAMPLE, or "
+                f"stop() and start() without sample")
         self._marker = bytes(1024)
 
     def check(self):
