@@ -406,6 +406,24 @@ class SnapshotTests(SamplingTest):
         self.addCleanup(__import__('shutil').rmtree, d)
         return d
 
+    def test_html_report_says_sampled(self):
+        import re
+        from tracemalloc import htmlreport
+        tracemalloc.start(5, sample=R)
+        _tracemalloc._set_sample_seed(12)
+        data = [bytes(50000) for _ in range(2000)]
+        snapshot = tracemalloc.take_snapshot()
+        path = os.path.join(self.tmpdir(), 'report.html')
+        htmlreport.write_html(snapshot, path)
+        with open(path, encoding='utf-8') as fp:
+            page = fp.read()
+        self.assertRegex(page, r'"sample": ?524288')
+        self.assertIn('estimated from samples', page)
+        # The report's total is the snapshot's estimate.
+        total = sum(stat.size for stat in snapshot.statistics('traceback'))
+        self.assertRegex(page, r'"total": ?\{"size": ?%d' % total)
+        del data
+
     def test_peak_view_estimates(self):
         # The peak of a sampled run: per line, the same estimates as a
         # snapshot taken at that moment.

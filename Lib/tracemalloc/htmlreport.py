@@ -307,6 +307,7 @@ def _report_data(snapshot, base, title):
     return {
         'title': title,
         'traceback_limit': getattr(snapshot, 'traceback_limit', None),
+        'sample': getattr(snapshot, 'sample', None),
         'total': {'size': root[_SIZE], 'count': root[_COUNT],
                   'tracebacks': len(totals)},
         'base_total': ({'size': root[_BASE_SIZE],
@@ -626,6 +627,10 @@ _SCRIPT = r"""
       " blocks, " + formatCount(t.tracebacks) + " distinct tracebacks";
     if (data.traceback_limit !== null) {
       text += ", up to " + data.traceback_limit + " frames each";
+    }
+    if (data.sample) {
+      text += " (estimated from samples, one per " +
+        formatSize(data.sample) + " allocated on average)";
     }
     if (withBase) {
       const b = data.base_total;
