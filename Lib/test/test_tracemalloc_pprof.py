@@ -888,6 +888,36 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(totals_per_line(profile['samples']),
                          expected_diff_per_line(self.new, self.old))
 
+    def test_sampled_snapshot_file(self):
+        # The interval that a sampled snapshot's file records is the
+        # profile's period, and the values are the loaded snapshot's
+        # estimates.
+        if tracemalloc.is_tracing():
+            self.skipTest("tracing is already on")
+        try:
+            tracemalloc.start(5, sample=4096)
+        except TypeError as exc:
+            self.skipTest(f"no sampled mode in this build: {exc}")
+        try:
+            kept = allocate_here(2000)
+            snapshot = tracemalloc.take_snapshot()
+            del kept
+        finally:
+            tracemalloc.stop()
+        path = os.path.join(self.directory, 'sampled.tracemalloc')
+        snapshot.dump(path)
+        proc = self.run_command(path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        profile = self.read(os.path.join(self.directory, 'sampled.pb.gz'))
+        self.assertEqual(profile['period'], 4096)
+        self.assertIn('sampled', profile['comments'][0])
+        loaded = tracemalloc.Snapshot.load(path)
+        self.assertEqual(totals_per_line(profile['samples']),
+                         expected_per_line(loaded))
+        count, size = totals_per_line(profile['samples'])[
+            (__file__, ALLOCATE_LINE)]
+        self.assertGreater(size, 0)
+
     def test_listed_in_the_help(self):
         proc = subprocess.run(
             [sys.executable, '-m', 'tracemalloc', 'pprof', '--help'],
