@@ -7,7 +7,11 @@ of ``workloads/`` under ``valgrind --tool=callgrind`` at two sizes
 (``--scale`` S1 and S2) and keeps the difference of the two totals: the
 instructions of the extra work, with interpreter start-up, imports and the
 workload's set-up cancelled out.  Configurations: pristine off, fork off,
-fork N=1 and, with ``--n25``, fork N=25.
+fork N=1, with ``--n25`` fork N=25, and with ``--sampled`` fork sampled
+(``-X tracemalloc=25 -X tracemalloc_sample=512KiB``, issue 22), printed
+against fork off and against pristine off.  Each child's tracing state is
+checked as the time suite checks it (tracing, traceback limit, sampling
+interval).
 
 Printed per workload: fork off / pristine off (what the fork adds untraced)
 and fork N=1 / fork off (what tracing adds, same build), and their
@@ -32,8 +36,8 @@ instructions, so that a row sums to the workload's traced overhead; a
 third table gives the hooks' call counts and the instructions per call.
 
     python3 Tools/bench/workload_instructions.py --pristine P --fork F \\
-        [--only NAME,...] [--scales 0.05,0.15] [--n25] [--jobs 2] [--json OUT]
-        [--breakdown]
+        [--only NAME,...] [--scales 0.05,0.15] [--n25] [--sampled] [--jobs 2]
+        [--json OUT] [--breakdown]
 """
 
 import argparse
@@ -139,22 +143,33 @@ def workload_names():
                   if name.endswith(".py") and not name.startswith("_"))
 
 
-def callgrind_total(python, xopts, name, scale, outdir, timeout,
+def callgrind_total(python, frames, sample, name, scale, outdir, timeout,
                     breakdown=False):
-    """Instructions of one whole run of workload NAME at SCALE; with
-    BREAKDOWN, (total, self instructions per function, calls per function,
-    engine function names)."""
+    """Instructions of one whole run of workload NAME at SCALE under
+    `-X tracemalloc=FRAMES` (0: off) and `-X tracemalloc_sample=SAMPLE`
+    (None: exact); with BREAKDOWN, (total, self instructions per function,
+    calls per function, engine function names)."""
     import benchlib
-    out = os.path.join(outdir, f"cg.{os.getpid()}.{name}.{abs(hash((python, tuple(xopts), scale)))}")
-    cmd = (["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-            python, "-s"] + xopts
+    out = os.path.join(outdir, f"cg.{os.getpid()}.{name}.{abs(hash((python, frames, sample, scale)))}")
+    cmd = (["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+           + benchlib.python_cmd(python, frames, sample)
            + [os.path.join(WORKLOADS_DIR, name + ".py"), "--scale", str(scale)])
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, timeout=timeout)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=timeout,
+                          env=benchlib.child_env())
+    mode = " ".join(benchlib.python_cmd(python, frames, sample)[2:])
     if proc.returncode != 0:
         raise RuntimeError(f"{name} at scale {scale} under {python} "
-                           f"{' '.join(xopts)} failed:\n"
+                           f"{mode} failed:\n"
                            + proc.stderr.decode(errors="replace")[-2000:])
+    try:
+        data = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"{name} at scale {scale} under {python} {mode}: "
+                           f"no JSON result line")
+    problem = benchlib.check_tracing(data, frames, sample)
+    if problem:
+        raise RuntimeError(f"{name} at scale {scale} under {python} {mode}: {problem}")
     total = None
     with open(out) as f:
         for line in f:
@@ -173,12 +188,14 @@ def callgrind_total(python, xopts, name, scale, outdir, timeout,
 def main(argv=None):
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pristine", required=True, help="pristine 3.11.2 python")
+    p.add_argument("--pristine", required=True, help="pristine python of the fork's base")
     p.add_argument("--fork", required=True, help="the fork's python")
     p.add_argument("--only", help="comma-separated workload names")
     p.add_argument("--scales", default="0.05,0.15",
                    help="the two --scale values (default %(default)s)")
     p.add_argument("--n25", action="store_true", help="also fork N=25")
+    p.add_argument("--sampled", action="store_true",
+                   help="also fork sampled (N=25, sampling at 512KiB)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--json", metavar="OUT", help="write the raw counts here")
@@ -208,13 +225,17 @@ def main(argv=None):
             p.error(f"unknown workloads: {', '.join(unknown)} "
                     f"(known: {', '.join(names)})")
         names = [n for n in names if n in wanted]
-    configs = [("pristine off", pristine, []), ("fork off", fork, []),
-               ("fork N=1", fork, ["-X", "tracemalloc=1"])]
+    import benchlib
+    configs = [("pristine off", pristine, 0, None), ("fork off", fork, 0, None),
+               ("fork N=1", fork, 1, None)]
     if args.n25:
-        configs.append(("fork N=25", fork, ["-X", "tracemalloc=25"]))
+        configs.append(("fork N=25", fork, 25, None))
+    if args.sampled:
+        configs.append((benchlib.config_label("fork", 25, benchlib.SAMPLE_DEFAULT),
+                        fork, 25, benchlib.SAMPLE_DEFAULT))
 
-    jobs = [(name, label, python, xopts, scale)
-            for name in names for label, python, xopts in configs
+    jobs = [(name, label, python, frames, sample, scale)
+            for name in names for label, python, frames, sample in configs
             for scale in (s1, s2)]
     counts = {}
     details = {}
@@ -223,11 +244,11 @@ def main(argv=None):
           f"{args.jobs} at a time", file=sys.stderr, flush=True)
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
-            futures = {ex.submit(callgrind_total, python, xopts, name, scale,
-                                 outdir, args.timeout,
+            futures = {ex.submit(callgrind_total, python, frames, sample, name,
+                                 scale, outdir, args.timeout,
                                  args.breakdown and label in BREAKDOWN_CONFIGS):
                        (name, label, scale)
-                       for name, label, python, xopts, scale in jobs}
+                       for name, label, python, frames, sample, scale in jobs}
             for done, fut in enumerate(
                     concurrent.futures.as_completed(futures), 1):
                 name, label, scale = futures[fut]
@@ -243,11 +264,15 @@ def main(argv=None):
 
     work = {name: {label: c[s2] - c[s1] for label, c in per.items()}
             for name, per in counts.items()}
-    labels = [label for label, _, _ in configs]
+    labels = [label for label, _, _, _ in configs]
+    # The sampled configuration's targets are against pristine off.
+    against_pristine = [lab for lab in labels[2:] if "sampled" in lab]
     header = (f"{'workload':22s} {'fork off/pristine off':>22s} "
-              + " ".join(f"{lab + '/fork off':>18s}" for lab in labels[2:]))
+              + " ".join(f"{lab + '/fork off':>18s}" for lab in labels[2:])
+              + "".join(f" {lab + '/pristine off':>26s}" for lab in against_pristine))
     print(header)
     logs = {lab: [] for lab in labels[1:]}
+    logs_pristine = {lab: [] for lab in against_pristine}
     unstable = set()
     for name in names:
         w = work[name]
@@ -257,6 +282,9 @@ def main(argv=None):
         cells = [f"{off:21.3f}x" if off == off else f"{'-':>22s}"] + [f"{w[lab] / w['fork off']:17.3f}x"
                                      if w["fork off"] > 0 else f"{'-':>18s}"
                                      for lab in labels[2:]]
+        cells += [f"{w[lab] / w['pristine off']:25.3f}x"
+                  if w["pristine off"] > 0 else f"{'-':>26s}"
+                  for lab in against_pristine]
         print(f"{name:22s} " + " ".join(cells)
               + ("" if stable else "  unstable (left out)"))
         if not stable:
@@ -265,10 +293,13 @@ def main(argv=None):
             logs["fork off"].append(math.log(off))
             for lab in labels[2:]:
                 logs[lab].append(math.log(w[lab] / w["fork off"]))
+            for lab in against_pristine:
+                logs_pristine[lab].append(math.log(w[lab] / w["pristine off"]))
     if logs["fork off"]:
         cells = [f"{math.exp(sum(logs['fork off']) / len(logs['fork off'])):21.3f}x"]
         cells += [f"{math.exp(sum(logs[lab]) / len(logs[lab])):17.3f}x"
                   for lab in labels[2:]]
+        cells += [f"{math.exp(sum(v) / len(v)):25.3f}x" for v in logs_pristine.values()]
         print(f"{'geometric mean':22s} " + " ".join(cells))
     steps = None
     if args.breakdown:
