@@ -251,15 +251,12 @@ sampled_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
    whole path with the GIL side chosen at compile time.  In sampling mode a
    block that is not sampled costs the countdown's decrement and branch,
    then the allocator, tail-called. */
-void *
-_PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+/* The hooks that the inline entry points of pycore_tracemalloc.h call:
+   always in exact mode; in sampling mode once this thread's countdown ran
+   out (the caller took SIZE off it) or for a block the filter may hold. */
+Py_NO_INLINE static void *
+exact_malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
-    if (sample_interval()) {
-        if ((sample_left -= (int64_t)size) > 0) {
-            return alloc->malloc(alloc->ctx, size);
-        }
-        return sampled_malloc(alloc, size, gil_held);
-    }
     tm_untraced_depth++;
     void *ptr = alloc->malloc(alloc->ctx, size);
     tm_untraced_depth--;
@@ -270,19 +267,32 @@ _PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 }
 
 void *
-_PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
-                      int gil_held)
+_PyTraceMalloc_MallocHook(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
     if (sample_interval()) {
-        if ((sample_left -= (int64_t)(nelem * elsize)) > 0) {
-            return alloc->calloc(alloc->ctx, nelem, elsize);
-        }
-        return sampled_calloc(alloc, nelem, elsize, gil_held);
+        return sampled_malloc(alloc, size, gil_held);
     }
+    return exact_malloc(alloc, size, gil_held);
+}
+
+Py_NO_INLINE static void *
+exact_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
+             int gil_held)
+{
     tm_untraced_depth++;
     void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
     tm_untraced_depth--;
     return traced_result(alloc, ptr, nelem * elsize, gil_held);
+}
+
+void *
+_PyTraceMalloc_CallocHook(PyMemAllocatorEx *alloc, size_t nelem,
+                          size_t elsize, int gil_held)
+{
+    if (sample_interval()) {
+        return sampled_calloc(alloc, nelem, elsize, gil_held);
+    }
+    return exact_calloc(alloc, nelem, elsize, gil_held);
 }
 
 /* Forget PTR's trace, then free it: before the free, while its pool header
@@ -305,13 +315,8 @@ trace_remove(void *ptr, int gil_held)
 }
 
 void
-_PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
+_PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
 {
-    if (sample_interval() && !sample_filter_hit(ptr)) {
-        /* Sampling mode: certainly not a sampled block. */
-        alloc->free(alloc->ctx, ptr);
-        return;
-    }
     if (ptr != NULL) {
         if (gil_held) {
             trace_remove(ptr, 1);
@@ -322,6 +327,8 @@ _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
     }
     alloc->free(alloc->ctx, ptr);
 }
+
+
 
 /* SAMPLED: 0 in exact mode; in sampling mode 1, or 2 when the caller has
    already taken SIZE off the countdown. */
@@ -391,30 +398,34 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
 }
 
 Py_NO_INLINE static void *
+realloc_exact(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
+{
+    return realloc_traced(alloc, ptr, size, gil_held, 0);
+}
+
+Py_NO_INLINE static void *
 realloc_sampled(PyMemAllocatorEx *alloc, void *ptr, size_t size,
                 int gil_held, int counted)
 {
     return realloc_traced(alloc, ptr, size, gil_held, counted ? 2 : 1);
 }
 
+/* COUNTED: the caller took SIZE off the countdown (sampling mode, a block
+   the filter does not hold). */
 void *
-_PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
-                       int gil_held)
+_PyTraceMalloc_ReallocHook(PyMemAllocatorEx *alloc, void *ptr, size_t size,
+                           int gil_held, int counted)
 {
     if (ptr == NULL) {
+        /* An allocation (the inline path left the countdown alone). */
         return _PyTraceMalloc_Malloc(alloc, size, gil_held);
     }
     if (sample_interval()) {
-        if (sample_filter_hit(ptr)) {
-            /* Maybe a sampled block: its trace goes first. */
-            return realloc_sampled(alloc, ptr, size, gil_held, 0);
-        }
-        if ((sample_left -= (int64_t)size) > 0) {
-            return alloc->realloc(alloc->ctx, ptr, size);
-        }
-        return realloc_sampled(alloc, ptr, size, gil_held, 1);
+        /* A block the filter may hold (its trace goes first), or one whose
+           resize used up the countdown. */
+        return realloc_sampled(alloc, ptr, size, gil_held, counted);
     }
-    return realloc_traced(alloc, ptr, size, gil_held, 0);
+    return realloc_exact(alloc, ptr, size, gil_held);
 }
 
 /* ---- objects ------------------------------------------------------------ */

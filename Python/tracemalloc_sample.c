@@ -36,23 +36,26 @@
    255 stays until the next clear (a lookup then costs a table probe, no
    wrong answer).  Static, so that it costs no memory until a sampling run
    touches its pages, and never goes away while a hook may read it. */
-#define SAMPLE_FILTER_BITS 16
-static uint8_t sample_filter[(size_t)1 << SAMPLE_FILTER_BITS];
+#define SAMPLE_FILTER_BITS _PyTraceMalloc_SAMPLE_FILTER_BITS
+uint8_t _PyTraceMalloc_sample_filter[(size_t)1 << SAMPLE_FILTER_BITS];
+#define sample_filter _PyTraceMalloc_sample_filter
 
-/* Written under the engine lock by start/stop; read by the hooks without
-   it (relaxed atomics: plain loads). */
-static uint64_t sample_interval_shared;
+/* Written under the engine lock by start(); read by the hooks without it
+   (relaxed atomics: plain loads). */
+uint64_t _PyTraceMalloc_sample_interval;
 
 static inline uint64_t
 sample_interval(void)
 {
-    return __atomic_load_n(&sample_interval_shared, __ATOMIC_RELAXED);
+    return __atomic_load_n(&_PyTraceMalloc_sample_interval, __ATOMIC_RELAXED);
 }
 
-/* Each thread's own: the distance to its next sampling point, its random
-   state, and the epoch these were drawn in (tm.sample.epoch: a start() or
-   a new seed makes every thread draw again). */
-static _Thread_local int64_t sample_left;
+/* Each thread's own: the distance to its next sampling point (read and
+   written inline by the allocator entry points, pycore_tracemalloc.h), its
+   random state, and the epoch these were drawn in (tm.sample.epoch: a
+   start() or a new seed makes every thread draw again). */
+_Thread_local int64_t _PyTraceMalloc_sample_left _PyTraceMalloc_TLS_IE;
+#define sample_left _PyTraceMalloc_sample_left
 static _Thread_local uint64_t sample_rng;
 static _Thread_local uint32_t sample_epoch;
 
@@ -69,28 +72,38 @@ sample_filter_index(uintptr_t ptr)
 static inline int
 sample_filter_hit(const void *ptr)
 {
-    return __atomic_load_n(&sample_filter[sample_filter_index((uintptr_t)ptr)],
-                           __ATOMIC_RELAXED) != 0;
+    return _PyTraceMalloc_SampleFilterHit(ptr);
 }
 
-/* Under the engine lock: a sample enters or leaves the table. */
+/* Under the engine lock: a sample enters or leaves the table.  A sampled
+   block is entered at its address and at the two addresses its object
+   would have behind a pre-header (the GC header, the managed dict and
+   weakref words: 16 or 32 bytes), so that the re-trace of a new object
+   tests the object's address without reading its type
+   (_PyTraceMalloc_MayBeSampled()). */
+#define SAMPLE_FILTER_ALIASES 3
+
 static inline void
 sample_filter_add(uintptr_t ptr)
 {
-    uint8_t *c = &sample_filter[sample_filter_index(ptr)];
-    uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
-    if (v != UINT8_MAX) {
-        __atomic_store_n(c, (uint8_t)(v + 1), __ATOMIC_RELAXED);
+    for (int k = 0; k < SAMPLE_FILTER_ALIASES; k++) {
+        uint8_t *c = &sample_filter[sample_filter_index(ptr + 16 * k)];
+        uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+        if (v != UINT8_MAX) {
+            __atomic_store_n(c, (uint8_t)(v + 1), __ATOMIC_RELAXED);
+        }
     }
 }
 
 static inline void
 sample_filter_remove(uintptr_t ptr)
 {
-    uint8_t *c = &sample_filter[sample_filter_index(ptr)];
-    uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
-    if (v != UINT8_MAX && v != 0) {
-        __atomic_store_n(c, (uint8_t)(v - 1), __ATOMIC_RELAXED);
+    for (int k = 0; k < SAMPLE_FILTER_ALIASES; k++) {
+        uint8_t *c = &sample_filter[sample_filter_index(ptr + 16 * k)];
+        uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+        if (v != UINT8_MAX && v != 0) {
+            __atomic_store_n(c, (uint8_t)(v - 1), __ATOMIC_RELAXED);
+        }
     }
 }
 
@@ -233,7 +246,8 @@ static void
 sample_configure(uint64_t interval)
 {
     tm.sample.interval = interval;
-    __atomic_store_n(&sample_interval_shared, interval, __ATOMIC_RELAXED);
+    __atomic_store_n(&_PyTraceMalloc_sample_interval, interval,
+                     __ATOMIC_RELAXED);
     if (!tm.sample.seeded) {
         /* Not reseeded by the tests: a seed of this process and time. */
         struct timespec ts;

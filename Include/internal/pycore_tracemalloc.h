@@ -122,16 +122,120 @@ typedef struct {
 #  define _PyTraceMalloc_SET_TRACING(value) \
        (_Py_tracemalloc_config.tracing = (value))
 #endif
-PyAPI_FUNC(void *) _PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc,
-                                         size_t size, int gil_held);
-PyAPI_FUNC(void *) _PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc,
-                                         size_t nelem, size_t elsize,
+/* Sampling mode (Python/tracemalloc_sample.c): the mean sampling interval
+   while sampling, else 0.  Written by start() before the tracing flag is
+   set; read by the inline paths below only once the flag is seen set. */
+extern uint64_t _PyTraceMalloc_sample_interval;
+#if defined(__GNUC__) || defined(__clang__)
+#  define _PyTraceMalloc_SAMPLING() \
+       (__atomic_load_n(&_PyTraceMalloc_sample_interval, __ATOMIC_RELAXED) != 0)
+#  define _PyTraceMalloc_FILTER_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#  define _PyTraceMalloc_TLS_IE __attribute__((tls_model("initial-exec")))
+#else
+#  define _PyTraceMalloc_SAMPLING() (_PyTraceMalloc_sample_interval != 0)
+#  define _PyTraceMalloc_FILTER_LOAD(p) (*(p))
+#  define _PyTraceMalloc_TLS_IE
+#endif
+
+/* Sampling mode's fast paths, inline in the allocator entry points: this
+   thread's distance to its next sampling point, and the filter of sampled
+   addresses (byte counters by a hash of the address; 0: certainly not a
+   sampled block).  The engine owns both; see tracemalloc_sample.c.  The
+   thread-local is initial-exec, so that a shared libpython reads it as
+   cheaply as a static binary. */
+extern _Thread_local int64_t _PyTraceMalloc_sample_left _PyTraceMalloc_TLS_IE;
+#define _PyTraceMalloc_SAMPLE_FILTER_BITS 16
+extern uint8_t _PyTraceMalloc_sample_filter[];
+
+static inline int
+_PyTraceMalloc_SampleFilterHit(const void *ptr)
+{
+    size_t i = (size_t)((((uint64_t)(uintptr_t)ptr >> 4)
+                         * UINT64_C(0x9E3779B97F4A7C15))
+                        >> (64 - _PyTraceMalloc_SAMPLE_FILTER_BITS));
+    return _PyTraceMalloc_FILTER_LOAD(&_PyTraceMalloc_sample_filter[i]) != 0;
+}
+
+/* In sampling mode, is an allocation of SIZE bytes left unsampled?  Takes
+   SIZE off the countdown; 0 sends the call to the hook, which knows the
+   countdown ran out. */
+static inline int
+_PyTraceMalloc_SampleSkip(size_t size)
+{
+    return _PyTraceMalloc_SAMPLING()
+           && (_PyTraceMalloc_sample_left -= (int64_t)size) > 0;
+}
+
+/* The hooks proper (Python/tracemalloc_hooks.c): exact mode, and in
+   sampling mode what the inline paths below send on (an allocation whose
+   countdown ran out, a free or a resize of a block the filter may hold). */
+PyAPI_FUNC(void *) _PyTraceMalloc_MallocHook(PyMemAllocatorEx *alloc,
+                                             size_t size, int gil_held);
+PyAPI_FUNC(void *) _PyTraceMalloc_CallocHook(PyMemAllocatorEx *alloc,
+                                             size_t nelem, size_t elsize,
+                                             int gil_held);
+PyAPI_FUNC(void *) _PyTraceMalloc_ReallocHook(PyMemAllocatorEx *alloc,
+                                              void *ptr, size_t size,
+                                              int gil_held, int counted);
+PyAPI_FUNC(void) _PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr,
                                          int gil_held);
-PyAPI_FUNC(void *) _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc,
-                                          void *ptr, size_t size,
-                                          int gil_held);
-PyAPI_FUNC(void) _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr,
-                                     int gil_held);
+
+/* Objects/object.c, before the re-trace of a new or reused object OP: 0 in
+   sampling mode when its block is certainly not a sampled one (then there
+   is nothing to re-trace).  The filter holds a sampled block at the
+   addresses its object may have too (see sample_filter_add()). */
+static inline int
+_PyTraceMalloc_MayBeSampled(const void *op)
+{
+    return !_PyTraceMalloc_SAMPLING() || _PyTraceMalloc_SampleFilterHit(op);
+}
+
+static inline void *
+_PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+{
+    if (_PyTraceMalloc_SampleSkip(size)) {
+        return alloc->malloc(alloc->ctx, size);
+    }
+    return _PyTraceMalloc_MallocHook(alloc, size, gil_held);
+}
+
+static inline void *
+_PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
+                      int gil_held)
+{
+    /* The caller has checked that nelem * elsize does not overflow. */
+    if (_PyTraceMalloc_SampleSkip(nelem * elsize)) {
+        return alloc->calloc(alloc->ctx, nelem, elsize);
+    }
+    return _PyTraceMalloc_CallocHook(alloc, nelem, elsize, gil_held);
+}
+
+static inline void *
+_PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
+                       int gil_held)
+{
+    int counted = 0;
+    if (_PyTraceMalloc_SAMPLING() && ptr != NULL
+        && !_PyTraceMalloc_SampleFilterHit(ptr)) {
+        /* Not a sampled block; the resized one is a new allocation. */
+        if ((_PyTraceMalloc_sample_left -= (int64_t)size) > 0) {
+            return alloc->realloc(alloc->ctx, ptr, size);
+        }
+        counted = 1;
+    }
+    return _PyTraceMalloc_ReallocHook(alloc, ptr, size, gil_held, counted);
+}
+
+static inline void
+_PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
+{
+    if (_PyTraceMalloc_SAMPLING()
+        && !_PyTraceMalloc_SampleFilterHit(ptr)) {
+        alloc->free(alloc->ctx, ptr);
+        return;
+    }
+    _PyTraceMalloc_FreeHook(alloc, ptr, gil_held);
+}
 
 /* Leave this thread's allocations untraced until the matching resume
    (nests).  Other threads are still traced.  Both return the depth before
