@@ -62,8 +62,7 @@ static _Thread_local uint32_t sample_epoch;
 static inline size_t
 sample_filter_index(uintptr_t ptr)
 {
-    return (size_t)((((uint64_t)ptr >> 4) * UINT64_C(0x9E3779B97F4A7C15))
-                    >> (64 - SAMPLE_FILTER_BITS));
+    return (size_t)((ptr >> 4) & (((size_t)1 << SAMPLE_FILTER_BITS) - 1));
 }
 
 /* 0: PTR is certainly not a sampled block.  Any thread, without the lock:
@@ -107,16 +106,25 @@ sample_filter_remove(uintptr_t ptr)
     }
 }
 
+/* Empty the filter (sampling mode), or fill it (exact mode: every
+   address may hold a trace).  Under the engine lock, before the tracing
+   flag is set: a hook that traced a block took the lock after this, and
+   the block's free or re-trace comes later still, so it sees the new
+   counters. */
+static void
+sample_filter_fill(uint8_t value)
+{
+    for (size_t i = 0; i < sizeof(sample_filter); i++) {
+        if (sample_filter[i] != value) {
+            __atomic_store_n(&sample_filter[i], value, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 static void
 sample_filter_clear(void)
 {
-    /* Only ever touched pages need clearing: a run that never sampled
-       leaves them untouched. */
-    for (size_t i = 0; i < sizeof(sample_filter); i++) {
-        if (sample_filter[i]) {
-            __atomic_store_n(&sample_filter[i], 0, __ATOMIC_RELAXED);
-        }
-    }
+    sample_filter_fill(0);
 }
 
 /* ---- the estimator ------------------------------------------------------ */
@@ -257,7 +265,7 @@ sample_configure(uint64_t interval)
         __atomic_store_n(&tm.sample.seed, splitmix64(&s), __ATOMIC_RELAXED);
     }
     sample_new_epoch();
-    sample_filter_clear();
+    sample_filter_fill(interval ? 0 : UINT8_MAX);
 }
 
 int

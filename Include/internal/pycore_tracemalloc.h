@@ -130,7 +130,12 @@ extern uint64_t _PyTraceMalloc_sample_interval;
 #  define _PyTraceMalloc_SAMPLING() \
        (__atomic_load_n(&_PyTraceMalloc_sample_interval, __ATOMIC_RELAXED) != 0)
 #  define _PyTraceMalloc_FILTER_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#  define _PyTraceMalloc_TLS_IE __attribute__((tls_model("initial-exec")))
+#  if defined(Py_ENABLE_SHARED) || defined(Py_BUILD_CORE_MODULE)
+#    define _PyTraceMalloc_TLS_IE __attribute__((tls_model("initial-exec")))
+#  else
+     /* The interpreter's own executable: one instruction per access. */
+#    define _PyTraceMalloc_TLS_IE __attribute__((tls_model("local-exec")))
+#  endif
 #else
 #  define _PyTraceMalloc_SAMPLING() (_PyTraceMalloc_sample_interval != 0)
 #  define _PyTraceMalloc_FILTER_LOAD(p) (*(p))
@@ -139,10 +144,12 @@ extern uint64_t _PyTraceMalloc_sample_interval;
 
 /* Sampling mode's fast paths, inline in the allocator entry points: this
    thread's distance to its next sampling point, and the filter of sampled
-   addresses (byte counters by a hash of the address; 0: certainly not a
+   addresses (byte counters indexed by address bits; 0: certainly not a
    sampled block).  The engine owns both; see tracemalloc_sample.c.  The
-   thread-local is initial-exec, so that a shared libpython reads it as
-   cheaply as a static binary. */
+   thread-local is initial-exec in a shared libpython, local-exec in the
+   executable.  While tracing in exact mode every counter of the filter is
+   non-zero, so that the free and re-trace paths test the filter alone,
+   without asking the mode. */
 extern _Thread_local int64_t _PyTraceMalloc_sample_left _PyTraceMalloc_TLS_IE;
 #define _PyTraceMalloc_SAMPLE_FILTER_BITS 16
 extern uint8_t _PyTraceMalloc_sample_filter[];
@@ -150,9 +157,12 @@ extern uint8_t _PyTraceMalloc_sample_filter[];
 static inline int
 _PyTraceMalloc_SampleFilterHit(const void *ptr)
 {
-    size_t i = (size_t)((((uint64_t)(uintptr_t)ptr >> 4)
-                         * UINT64_C(0x9E3779B97F4A7C15))
-                        >> (64 - _PyTraceMalloc_SAMPLE_FILTER_BITS));
+    /* Blocks are 16-byte aligned: the address bits above those, modulo
+       the filter's size (a pymalloc arena's blocks, 1 MiB, map one to
+       one). */
+    size_t i = (size_t)(((uintptr_t)ptr >> 4)
+                        & (((size_t)1 << _PyTraceMalloc_SAMPLE_FILTER_BITS)
+                           - 1));
     return _PyTraceMalloc_FILTER_LOAD(&_PyTraceMalloc_sample_filter[i]) != 0;
 }
 
@@ -187,7 +197,7 @@ PyAPI_FUNC(void) _PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr,
 static inline int
 _PyTraceMalloc_MayBeSampled(const void *op)
 {
-    return !_PyTraceMalloc_SAMPLING() || _PyTraceMalloc_SampleFilterHit(op);
+    return _PyTraceMalloc_SampleFilterHit(op);
 }
 
 static inline void *
@@ -215,8 +225,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
                        int gil_held)
 {
     int counted = 0;
-    if (_PyTraceMalloc_SAMPLING() && ptr != NULL
-        && !_PyTraceMalloc_SampleFilterHit(ptr)) {
+    if (ptr != NULL && !_PyTraceMalloc_SampleFilterHit(ptr)) {
         /* Not a sampled block; the resized one is a new allocation. */
         if ((_PyTraceMalloc_sample_left -= (int64_t)size) > 0) {
             return alloc->realloc(alloc->ctx, ptr, size);
@@ -229,8 +238,8 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
 static inline void
 _PyTraceMalloc_Free(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
 {
-    if (_PyTraceMalloc_SAMPLING()
-        && !_PyTraceMalloc_SampleFilterHit(ptr)) {
+    if (!_PyTraceMalloc_SampleFilterHit(ptr)) {
+        /* Sampling mode, and not a sampled block. */
         alloc->free(alloc->ctx, ptr);
         return;
     }
