@@ -513,8 +513,12 @@ class OptionTests(unittest.TestCase):
             'del data, small',
             '_testtracemalloc.check_consistency()',
             'print("ok")'])
-        allocators = ['pymalloc', 'malloc', 'debug', 'pymalloc_debug']
-        if sys.version_info >= (3, 13):
+        from test import support
+        allocators = ['malloc', 'debug']
+        if support.with_pymalloc():
+            # Not in sanitizer builds, whose configure turns pymalloc off.
+            allocators += ['pymalloc', 'pymalloc_debug']
+        if getattr(support, 'with_mimalloc', lambda: False)():
             allocators += ['mimalloc', 'mimalloc_debug']
         for name in allocators:
             with self.subTest(allocator=name):
