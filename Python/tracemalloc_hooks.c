@@ -245,15 +245,13 @@ sampled_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
     return sampled_result(alloc, ptr, nelem * elsize, gil_held);
 }
 
-/* ---- hooks, continued ------------------------------------------------------ */
-
-/* The hot hook: the mem and obj domains (GIL held) get a copy of the
-   whole path with the GIL side chosen at compile time.  In sampling mode a
-   block that is not sampled costs the countdown's decrement and branch,
-   then the allocator, tail-called. */
 /* The hooks that the inline entry points of pycore_tracemalloc.h call:
    always in exact mode; in sampling mode once this thread's countdown ran
-   out (the caller took SIZE off it) or for a block the filter may hold. */
+   out (the caller took SIZE off it) or for a block the filter may hold.
+   Exact mode's paths are out of line, so that no register is saved before
+   the mode is known.  The hot one, malloc of the mem and obj domains (GIL
+   held), gets a copy of the whole path with the GIL side chosen at
+   compile time. */
 Py_NO_INLINE static void *
 exact_malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
