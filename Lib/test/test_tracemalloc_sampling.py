@@ -424,6 +424,34 @@ class SnapshotTests(SamplingTest):
         self.assertRegex(page, r'"total": ?\{"size": ?%d' % total)
         del data
 
+    def test_command_line_top_and_diff(self):
+        # top and diff of sampled snapshot files give the estimates, and
+        # say so; diff --fail-over judges the estimated growth.
+        tracemalloc.start(1, sample=R)
+        _tracemalloc._set_sample_seed(13)
+        d = self.tmpdir()
+        old_path, new_path = os.path.join(d, 'old'), os.path.join(d, 'new')
+        tracemalloc.take_snapshot().dump(old_path)
+        data = [bytes(100000) for _ in range(1000)]     # 100 MB
+        new = tracemalloc.take_snapshot()
+        new.dump(new_path)
+        estimate = sum(s.size for s in new.statistics('traceback'))
+        tracemalloc.stop()
+        res = script_helper.assert_python_ok('-m', 'tracemalloc', 'top',
+                                             new_path)
+        self.assertIn(b'estimated from samples, one per 512 KiB', res.out)
+        self.assertIn(tracemalloc._format_size(estimate, False).encode(),
+                      res.out.splitlines()[0])
+        res = script_helper.assert_python_failure(
+            '-m', 'tracemalloc', 'diff', old_path, new_path,
+            '--fail-over', '50MB')
+        self.assertEqual(res.rc, 1)
+        self.assertIn(b'estimated from samples', res.out)
+        res = script_helper.assert_python_ok(
+            '-m', 'tracemalloc', 'diff', old_path, new_path,
+            '--fail-over', '200MB')
+        del data
+
     def test_peak_view_estimates(self):
         # The peak of a sampled run: per line, the same estimates as a
         # snapshot taken at that moment.

@@ -901,6 +901,23 @@ def _format_stat_lines(rank, stat, group_by, amount):
     return lines
 
 
+def _snapshot_total(snapshot):
+    """The traced size of a snapshot: the estimate of a sampled one."""
+    if getattr(snapshot, 'sample', None) is not None:
+        return sum(stat.size for stat in snapshot.statistics('traceback'))
+    return sum(trace.size for trace in snapshot.traces)
+
+
+def _sampled_note(*snapshots):
+    """' (estimated: ...)' for sampled snapshots, else ''."""
+    intervals = {getattr(s, 'sample', None) for s in snapshots} - {None}
+    if not intervals:
+        return ""
+    return (" (estimated from samples, one per "
+            + " / ".join(_format_size(i, False) for i in sorted(intervals))
+            + " allocated on average)")
+
+
 def command_top(argv):
     """`top SNAPSHOT [--group-by ...] [--cumulative] [--limit N]`."""
     parser = argparse.ArgumentParser(
@@ -913,13 +930,14 @@ def command_top(argv):
     _check_grouping(parser, options)
     snapshot = _load_snapshot(parser, options.snapshot)
     stats = snapshot.statistics(options.group_by, options.cumulative)
-    total = sum(trace.size for trace in snapshot.traces)
+    total = _snapshot_total(snapshot)
     shown = stats[:options.limit]
     out = sys.stdout
     print(f"{options.snapshot}: {len(snapshot.traces)} traces, "
           f"{_format_size(total, False)}; top {len(shown)} of {len(stats)} "
           f"sites by {options.group_by}"
-          f"{' (cumulative)' if options.cumulative else ''}", file=out)
+          f"{' (cumulative)' if options.cumulative else ''}"
+          f"{_sampled_note(snapshot)}", file=out)
     for rank, stat in enumerate(shown, 1):
         amount = f"size={_format_size(stat.size, False)}, count={stat.count}"
         if stat.count:
@@ -951,8 +969,8 @@ def command_diff(argv):
     old = _load_snapshot(parser, options.old)
     new = _load_snapshot(parser, options.new)
     stats = new.compare_to(old, options.group_by, options.cumulative)
-    old_total = sum(trace.size for trace in old.traces)
-    new_total = sum(trace.size for trace in new.traces)
+    old_total = _snapshot_total(old)
+    new_total = _snapshot_total(new)
     growth = new_total - old_total
     changed = [stat for stat in stats if stat.size_diff or stat.count_diff]
     shown = changed[:options.limit]
@@ -961,7 +979,8 @@ def command_diff(argv):
           f"{_format_size(old_total, False)} -> "
           f"{_format_size(new_total, False)} "
           f"({_format_size(growth, True)}); top {len(shown)} of "
-          f"{len(changed)} changed sites by {options.group_by}", file=out)
+          f"{len(changed)} changed sites by {options.group_by}"
+          f"{_sampled_note(old, new)}", file=out)
     for rank, stat in enumerate(shown, 1):
         amount = (f"size={_format_size(stat.size, False)} "
                   f"({_format_size(stat.size_diff, True)}), "
