@@ -231,7 +231,7 @@ static struct {
 
     /* Sampling (tracemalloc_sample.c).  interval: written under the
        engine lock while tracing is off, read under it (the hooks read
-       their own copy, sample_interval_shared).  epoch, threads and seed:
+       their own copy, _PyTraceMalloc_sample_interval).  epoch, threads and seed:
        atomics, read by any thread whose countdown runs out. */
     struct {
         uint64_t interval;          /* mean bytes between samples; 0: exact */

@@ -326,8 +326,6 @@ _PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
     alloc->free(alloc->ctx, ptr);
 }
 
-
-
 /* SAMPLED: 0 in exact mode; in sampling mode 1, or 2 when the caller has
    already taken SIZE off the countdown. */
 static void *

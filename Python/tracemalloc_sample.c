@@ -59,12 +59,6 @@ _Thread_local int64_t _PyTraceMalloc_sample_left _PyTraceMalloc_TLS_IE;
 static _Thread_local uint64_t sample_rng;
 static _Thread_local uint32_t sample_epoch;
 
-static inline size_t
-sample_filter_index(uintptr_t ptr)
-{
-    return (size_t)((ptr >> 4) & (((size_t)1 << SAMPLE_FILTER_BITS) - 1));
-}
-
 /* 0: PTR is certainly not a sampled block.  Any thread, without the lock:
    a block being freed was added before its address reached the freeing
    thread, and its counter cannot drop until it is removed. */
@@ -86,7 +80,8 @@ static inline void
 sample_filter_add(uintptr_t ptr)
 {
     for (int k = 0; k < SAMPLE_FILTER_ALIASES; k++) {
-        uint8_t *c = &sample_filter[sample_filter_index(ptr + 16 * k)];
+        uint8_t *c = &sample_filter[
+            _PyTraceMalloc_SampleFilterIndex(ptr + 16 * k)];
         uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
         if (v != UINT8_MAX) {
             __atomic_store_n(c, (uint8_t)(v + 1), __ATOMIC_RELAXED);
@@ -98,7 +93,8 @@ static inline void
 sample_filter_remove(uintptr_t ptr)
 {
     for (int k = 0; k < SAMPLE_FILTER_ALIASES; k++) {
-        uint8_t *c = &sample_filter[sample_filter_index(ptr + 16 * k)];
+        uint8_t *c = &sample_filter[
+            _PyTraceMalloc_SampleFilterIndex(ptr + 16 * k)];
         uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
         if (v != UINT8_MAX && v != 0) {
             __atomic_store_n(c, (uint8_t)(v - 1), __ATOMIC_RELAXED);

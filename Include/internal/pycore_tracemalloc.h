@@ -154,15 +154,20 @@ extern _Thread_local int64_t _PyTraceMalloc_sample_left _PyTraceMalloc_TLS_IE;
 #define _PyTraceMalloc_SAMPLE_FILTER_BITS 16
 extern uint8_t _PyTraceMalloc_sample_filter[];
 
+/* Blocks are 16-byte aligned: a block's counter is indexed by the address
+   bits above those, modulo the filter's size (a pymalloc arena's blocks,
+   1 MiB, map one to one). */
+static inline size_t
+_PyTraceMalloc_SampleFilterIndex(uintptr_t ptr)
+{
+    return (size_t)((ptr >> 4)
+                    & (((size_t)1 << _PyTraceMalloc_SAMPLE_FILTER_BITS) - 1));
+}
+
 static inline int
 _PyTraceMalloc_SampleFilterHit(const void *ptr)
 {
-    /* Blocks are 16-byte aligned: the address bits above those, modulo
-       the filter's size (a pymalloc arena's blocks, 1 MiB, map one to
-       one). */
-    size_t i = (size_t)(((uintptr_t)ptr >> 4)
-                        & (((size_t)1 << _PyTraceMalloc_SAMPLE_FILTER_BITS)
-                           - 1));
+    size_t i = _PyTraceMalloc_SampleFilterIndex((uintptr_t)ptr);
     return _PyTraceMalloc_FILTER_LOAD(&_PyTraceMalloc_sample_filter[i]) != 0;
 }
 
