@@ -83,6 +83,12 @@ def sample_weight(size, interval):
     return 1.0 / -math.expm1(-size / interval)
 
 
+def _rounded_estimate(size, count):
+    """[size, count] of estimated bytes and blocks, rounded for a
+    Statistic: a group that has samples counts at least one block."""
+    return [round(size), max(1, round(count)) if count else 0]
+
+
 # --------------------------------------------------------------------------
 # Formatting helpers
 
@@ -496,9 +502,8 @@ class _Columns:
                 raise ValueError("traceback index out of range")
             sizes[index] += size * weight
             counts[index] += weight
-        # A call context with traces counts at least one block.
-        return ([round(size) for size in sizes],
-                [max(1, round(count)) if count else 0 for count in counts])
+        rounded = list(map(_rounded_estimate, sizes, counts))
+        return ([size for size, _ in rounded], [count for _, count in rounded])
 
     def totals(self, sample=None):
         """[frames, size, count] per call context that has traces
@@ -818,7 +823,7 @@ def _estimated_totals_by_frames_object(traces, sample):
         total = totals.setdefault(id(frames), [frames, 0.0, 0.0])
         total[1] += size * weight
         total[2] += weight
-    return [[frames, round(size), max(1, round(count))]
+    return [[frames, *_rounded_estimate(size, count)]
             for frames, size, count in totals.values()]
 
 
@@ -1056,7 +1061,7 @@ class Snapshot:
                 per_thread.append((trace[4] if len(trace) > 4 else None,
                                    trace[1] * weight, weight))
             totals = _sum_by_key(per_thread)
-            totals = {key: [round(size), max(1, round(count))]
+            totals = {key: _rounded_estimate(size, count)
                       for key, (size, count) in totals.items()}
             return _statistics(totals, self._thread_key)
         else:
