@@ -186,7 +186,8 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
     sample_configure(sample);
     int res = engine_start_unlocked();
     if (res == 0) {
-        _PyTraceMalloc_SET_TRACING(1);
+        _PyTraceMalloc_SET_TRACING(sample ? _PyTraceMalloc_SAMPLED
+                                          : _PyTraceMalloc_EXACT);
     }
     else {
         engine_reset_unlocked();

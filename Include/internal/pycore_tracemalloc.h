@@ -106,30 +106,39 @@ typedef struct {
    as with upstream.  GIL_HELD is 0 for the raw domain, which may be called
    without the GIL: the traceback is then read from this thread's own
    frames, which no other thread can change. */
-/* The flag is written under the engine lock (start/stop) and read here
-   without it, by threads that may not hold the GIL: a relaxed atomic load,
-   which is the same plain load on the machines we build for, but not a
-   data race in C11's terms (nor for ThreadSanitizer).  The traced variants
-   check it again under the lock. */
+/* The mode word, _Py_tracemalloc_config.tracing: 0 when not tracing,
+   _PyTraceMalloc_EXACT or _PyTraceMalloc_SAMPLED (negative, so that the
+   test that sends a call to the traced path leaves the sign flag that
+   tells the two modes apart).  Written under the engine lock
+   (start/stop) and read here without it, by threads that may not hold the
+   GIL.  The traced variants check it again under the lock.
+   The entry points read it with a plain load, and the sampling filter
+   below too: the compiler may then reuse the value an entry point has
+   just tested and fold the filter's load into its compare, which relaxed
+   atomics forbid.  Under ThreadSanitizer, which would report them, both
+   are relaxed atomic loads. */
+#define _PyTraceMalloc_EXACT 1
+#define _PyTraceMalloc_SAMPLED (-1)
+#if defined(__SANITIZE_THREAD__)
+#  define _PyTraceMalloc_ATOMIC_READS 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define _PyTraceMalloc_ATOMIC_READS 1
+#  endif
+#endif
 #if defined(__GNUC__) || defined(__clang__)
-#  define _PyTraceMalloc_TRACING() __builtin_expect( \
-       __atomic_load_n(&_Py_tracemalloc_config.tracing, __ATOMIC_RELAXED), 0)
+#  ifdef _PyTraceMalloc_ATOMIC_READS
+#    define _PyTraceMalloc_MODE() \
+         __atomic_load_n(&_Py_tracemalloc_config.tracing, __ATOMIC_RELAXED)
+#    define _PyTraceMalloc_FILTER_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#  else
+#    define _PyTraceMalloc_MODE() (_Py_tracemalloc_config.tracing)
+#    define _PyTraceMalloc_FILTER_LOAD(p) (*(p))
+#  endif
+#  define _PyTraceMalloc_TRACING() __builtin_expect(_PyTraceMalloc_MODE(), 0)
 #  define _PyTraceMalloc_SET_TRACING(value) \
        __atomic_store_n(&_Py_tracemalloc_config.tracing, (value), \
                         __ATOMIC_RELAXED)
-#else
-#  define _PyTraceMalloc_TRACING() (_Py_tracemalloc_config.tracing)
-#  define _PyTraceMalloc_SET_TRACING(value) \
-       (_Py_tracemalloc_config.tracing = (value))
-#endif
-/* Sampling mode (Python/tracemalloc_sample.c): the mean sampling interval
-   while sampling, else 0.  Written by start() before the tracing flag is
-   set; read by the inline paths below only once the flag is seen set. */
-extern uint64_t _PyTraceMalloc_sample_interval;
-#if defined(__GNUC__) || defined(__clang__)
-#  define _PyTraceMalloc_SAMPLING() \
-       (__atomic_load_n(&_PyTraceMalloc_sample_interval, __ATOMIC_RELAXED) != 0)
-#  define _PyTraceMalloc_FILTER_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #  if defined(Py_ENABLE_SHARED) || defined(Py_BUILD_CORE_MODULE)
 #    define _PyTraceMalloc_TLS_IE __attribute__((tls_model("initial-exec")))
 #  else
@@ -137,10 +146,16 @@ extern uint64_t _PyTraceMalloc_sample_interval;
 #    define _PyTraceMalloc_TLS_IE __attribute__((tls_model("local-exec")))
 #  endif
 #else
-#  define _PyTraceMalloc_SAMPLING() (_PyTraceMalloc_sample_interval != 0)
+#  define _PyTraceMalloc_MODE() (_Py_tracemalloc_config.tracing)
 #  define _PyTraceMalloc_FILTER_LOAD(p) (*(p))
+#  define _PyTraceMalloc_TRACING() (_Py_tracemalloc_config.tracing)
+#  define _PyTraceMalloc_SET_TRACING(value) \
+       (_Py_tracemalloc_config.tracing = (value))
 #  define _PyTraceMalloc_TLS_IE
 #endif
+/* Sampling mode's mean interval while sampling, else 0: for the hooks,
+   which weigh samples (Python/tracemalloc_sample.c). */
+extern uint64_t _PyTraceMalloc_sample_interval;
 
 /* Sampling mode's fast paths, inline in the allocator entry points: this
    thread's distance to its next sampling point, and the filter of sampled
@@ -171,14 +186,31 @@ _PyTraceMalloc_SampleFilterHit(const void *ptr)
     return _PyTraceMalloc_FILTER_LOAD(&_PyTraceMalloc_sample_filter[i]) != 0;
 }
 
-/* In sampling mode, is an allocation of SIZE bytes left unsampled?  Takes
-   SIZE off the countdown; 0 sends the call to the hook, which knows the
-   countdown ran out. */
+/* Takes SIZE bytes off this thread's countdown to its next sampling
+   point: 0 when the countdown ran out. */
 static inline int
-_PyTraceMalloc_SampleSkip(size_t size)
+_PyTraceMalloc_CountDown(size_t size)
 {
-    return _PyTraceMalloc_SAMPLING()
-           && (_PyTraceMalloc_sample_left -= (int64_t)size) > 0;
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+    /* One subtraction from the thread-local in memory, whose flags are the
+       answer: compilers load, subtract, store and test again. */
+    int left;
+    __asm__("subq %2, %1"
+            : "=@ccg" (left), "+m" (_PyTraceMalloc_sample_left)
+            : "er" ((int64_t)size));
+    return left;
+#else
+    return (_PyTraceMalloc_sample_left -= (int64_t)size) > 0;
+#endif
+}
+
+/* Is an allocation of SIZE bytes left untraced in MODE (the mode word)?
+   In sampling mode it takes SIZE off the countdown: 0 sends the call to
+   the hook, which knows the countdown ran out.  In exact mode, 0. */
+static inline int
+_PyTraceMalloc_SampleSkip(int mode, size_t size)
+{
+    return mode < 0 && _PyTraceMalloc_CountDown(size);
 }
 
 /* The hooks proper (Python/tracemalloc_hooks.c): exact mode, and in
@@ -205,21 +237,33 @@ _PyTraceMalloc_MayBeSampled(const void *op)
     return _PyTraceMalloc_SampleFilterHit(op);
 }
 
+/* The entry points' traced paths.  _PyTraceMalloc_Malloc() and
+   _PyTraceMalloc_Calloc() are macros that pass them the mode word: on 3.13
+   it lives in _PyRuntime, which this header cannot see (pycore_runtime.h
+   includes it), but their callers can. */
+#define _PyTraceMalloc_Malloc(alloc, size, gil_held) \
+    _PyTraceMalloc_MallocIn(_PyTraceMalloc_MODE(), (alloc), (size), \
+                            (gil_held))
+#define _PyTraceMalloc_Calloc(alloc, nelem, elsize, gil_held) \
+    _PyTraceMalloc_CallocIn(_PyTraceMalloc_MODE(), (alloc), (nelem), \
+                            (elsize), (gil_held))
+
 static inline void *
-_PyTraceMalloc_Malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+_PyTraceMalloc_MallocIn(int mode, PyMemAllocatorEx *alloc, size_t size,
+                        int gil_held)
 {
-    if (_PyTraceMalloc_SampleSkip(size)) {
+    if (_PyTraceMalloc_SampleSkip(mode, size)) {
         return alloc->malloc(alloc->ctx, size);
     }
     return _PyTraceMalloc_MallocHook(alloc, size, gil_held);
 }
 
 static inline void *
-_PyTraceMalloc_Calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
-                      int gil_held)
+_PyTraceMalloc_CallocIn(int mode, PyMemAllocatorEx *alloc, size_t nelem,
+                        size_t elsize, int gil_held)
 {
     /* The caller has checked that nelem * elsize does not overflow. */
-    if (_PyTraceMalloc_SampleSkip(nelem * elsize)) {
+    if (_PyTraceMalloc_SampleSkip(mode, nelem * elsize)) {
         return alloc->calloc(alloc->ctx, nelem, elsize);
     }
     return _PyTraceMalloc_CallocHook(alloc, nelem, elsize, gil_held);
@@ -232,7 +276,7 @@ _PyTraceMalloc_Realloc(PyMemAllocatorEx *alloc, void *ptr, size_t size,
     int counted = 0;
     if (ptr != NULL && !_PyTraceMalloc_SampleFilterHit(ptr)) {
         /* Not a sampled block; the resized one is a new allocation. */
-        if ((_PyTraceMalloc_sample_left -= (int64_t)size) > 0) {
+        if (_PyTraceMalloc_CountDown(size)) {
             return alloc->realloc(alloc->ctx, ptr, size);
         }
         counted = 1;
@@ -523,6 +567,12 @@ PyAPI_FUNC(int) _PyTraceMalloc_FailBookkeeping(int n, size_t min_size);
 PyAPI_FUNC(int) _PyTraceMalloc_FailBarrier(int n);
 /* malloc() for the engine's own memory, honouring fault injection. */
 extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);
+/* An export's big buffers (the copy of the traces, the snapshot's
+   columns) are fresh memory written once from end to end: on Linux, ask
+   for transparent huge pages over the SIZE bytes at P, so that filling
+   them takes a page fault per 2 MiB instead of per 4 KiB.  Advice only:
+   nothing changes if the system says no. */
+PyAPI_FUNC(void) _PyTraceMalloc_AdviseBulk(void *p, size_t size);
 
 #ifdef __cplusplus
 }
