@@ -401,6 +401,9 @@ columns_init(columns *c, const _PyTraceMalloc_CCTView *view, int threads,
         || c->domains == NULL || c->sizes == NULL || c->indexes == NULL) {
         return -1;
     }
+    _PyTraceMalloc_AdviseBulk(PyBytes_AS_STRING(c->domains), count * 4);
+    _PyTraceMalloc_AdviseBulk(PyBytes_AS_STRING(c->sizes), count * 8);
+    _PyTraceMalloc_AdviseBulk(PyBytes_AS_STRING(c->indexes), count * 4);
     return 0;
 }
 

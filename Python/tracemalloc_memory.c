@@ -3,6 +3,10 @@
  * Part of the engine's translation unit (see tracemalloc_engine.h).
  */
 
+#if defined(__linux__)
+#  include <sys/mman.h>           // madvise()
+#endif
+
 int
 _PyTraceMalloc_FailBookkeeping(int n, size_t min_size)
 {
@@ -22,4 +26,34 @@ _PyTraceMalloc_RawAlloc(size_t size, int zero)
         return NULL;
     }
     return zero ? calloc(1, size) : malloc(size);
+}
+
+void
+_PyTraceMalloc_AdviseBulk(void *p, size_t size)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Only the whole pages inside the buffer: advice applies to pages,
+       and the ends may share theirs with other memory. */
+    const uintptr_t huge = (uintptr_t)2 << 20, small = 4096;
+    uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t end = ((uintptr_t)p + size) & ~(huge - 1);
+    if (size < 2 * huge) {
+        return;
+    }
+    if (end > start) {
+        (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+    }
+    /* Then fault the whole buffer in with one call (Linux 5.14 and later;
+       older kernels refuse the advice): a fault per page costs more than
+       the zeroing of the page in a virtual machine. */
+    start = ((uintptr_t)p + small - 1) & ~(small - 1);
+    end = ((uintptr_t)p + size) & ~(small - 1);
+#  ifndef MADV_POPULATE_WRITE
+#    define MADV_POPULATE_WRITE 23
+#  endif
+    (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)size;
+#endif
 }

@@ -525,6 +525,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
         engine_leave(side);
         return -1;
     }
+    _PyTraceMalloc_AdviseBulk(st.out, st.cap * sizeof(*st.out));
     _PyTraceMalloc_CCTPin_unlocked(view);
     int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot, &st);
     if (res == 0 && tm.store.entries != NULL) {
