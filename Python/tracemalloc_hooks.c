@@ -111,11 +111,14 @@ remember_removed(void *ptr, _PyTraceMalloc_Node node)
     last_removed.generation = tm.generation;
 }
 
-/* The block traced last by the hooks of the default domain with the GIL,
-   while it may still be on its way to become an object: the re-trace that
-   _Py_NewReference() would do finds the node just recorded, so
+/* The block resized last by the hooks of the default domain with the GIL,
+   while it may still be on its way to become an object again: the
+   re-trace that _Py_NewReference() asks for after a resize (bytes, str
+   and tuple resizes) finds the node just recorded, so
    _PyTraceMalloc_NewReference() takes the block out of here instead
-   (I10).  Protected by the GIL. */
+   (I10).  A block allocated for a new object is not kept here: its object
+   is made by _PyObject_Init(), which asks for no re-trace.  Protected by
+   the GIL. */
 static uintptr_t fresh_block;
 
 static inline void
@@ -138,10 +141,11 @@ _PyTraceMalloc_ForgetFresh(void)
 
 /* Record PTR at the current position: 0, or -1 when the bookkeeping could
    not get memory.  Inline: the hooks call it with GIL_HELD constant.
-   BLOCK: PTR is a block the allocator just returned (see store_add()). */
+   BLOCK: PTR is a block the allocator just returned (see store_add()).
+   RESIZED: PTR is a resized block (see fresh_block). */
 static inline int
 trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
-          int pooled, int block)
+          int pooled, int block, int resized)
 {
     PyThreadState *tstate;
     int side = engine_enter(gil_held, &tstate);
@@ -157,8 +161,8 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
         else {
             res = store_add(domain, (uintptr_t)ptr, size, node,
                             pooled && side, block);
-            if (res == 0 && domain == _PyTraceMalloc_DEFAULT_DOMAIN
-                && side) {
+            if (resized && res == 0
+                && domain == _PyTraceMalloc_DEFAULT_DOMAIN && side) {
                 /* Only with the GIL: objects are made with it. */
                 fresh_block = (uintptr_t)ptr;
             }
@@ -171,9 +175,9 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
 /* The same, out of line, for the paths that are not hot. */
 Py_NO_INLINE static int
 trace_add_slow(unsigned int domain, void *ptr, size_t size, int gil_held,
-               int pooled, int block)
+               int pooled, int block, int resized)
 {
-    return trace_add(domain, ptr, size, gil_held, pooled, block);
+    return trace_add(domain, ptr, size, gil_held, pooled, block, resized);
 }
 
 /* May a block that ALLOC just returned for SIZE bytes lie in one of
@@ -201,7 +205,7 @@ traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
     if (ptr != NULL && tm_untraced_depth == 0
         && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
-                     fresh_block_pooled(size, gil_held), 1) < 0) {
+                     fresh_block_pooled(size, gil_held), 1, 0) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
@@ -219,7 +223,7 @@ sampled_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
     if (sample_crossed(size) && ptr != NULL && tm_untraced_depth == 0
         && trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
-                          0, 1) < 0) {
+                          0, 1, 0) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
@@ -388,7 +392,7 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
         (void)trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr2, size,
                              gil_held,
                              !sampled && fresh_block_pooled(size, gil_held),
-                             1);
+                             1, 1);
     }
     return ptr2;
 }

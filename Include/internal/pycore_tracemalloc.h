@@ -237,6 +237,20 @@ _PyTraceMalloc_MayBeSampled(const void *op)
     return _PyTraceMalloc_SampleFilterHit(op);
 }
 
+/* Objects/object.c and floatobject.c: OP was just made in a block that
+   was not allocated for it here (taken from a free list, resized, or
+   initialised apart from its allocation): re-trace it at the current
+   traceback, as upstream does.  The objects that _PyObject_Init() makes
+   in a block allocated for them a moment ago skip this (their block was
+   traced here by the hooks: _Py_NewReferenceFresh()).  A macro: the mode
+   word is in _PyRuntime on 3.13, which this header cannot see. */
+#define _PyTraceMalloc_RETRACE(op) \
+    do { \
+        if (_PyTraceMalloc_TRACING() && _PyTraceMalloc_MayBeSampled(op)) { \
+            (void)_PyTraceMalloc_NewReference(op); \
+        } \
+    } while (0)
+
 /* The entry points' traced paths.  _PyTraceMalloc_Malloc() and
    _PyTraceMalloc_Calloc() are macros that pass them the mode word: on 3.13
    it lives in _PyRuntime, which this header cannot see (pycore_runtime.h

@@ -441,6 +441,29 @@ class TracebackTest(EngineTestCase):
         for obj, expected in elsewhere():
             self.assertAllocatedAt(obj, expected, type(obj).__name__)
 
+    def test_new_float_back_to_the_free_list_and_reused_at_once(self):
+        # A float made in a new block goes back to the free list and is
+        # taken again at the next line, with no traced allocation between
+        # the two: the second line's traceback.  A new object skips its
+        # re-trace (_Py_NewReferenceFresh()); this checks that the engine
+        # does not take the reused block for one it has just traced.
+        def reuse_at_once(x, y):
+            f = x * y
+            del f
+            g = x * y
+            return g
+
+        first = reuse_at_once.__code__.co_firstlineno
+        for _ in range(3):
+            # Empty the float free list, so that f gets a new block (one
+            # float per item, no temporary float going back to the list).
+            hold = [i + 0.5 for i in range(1000)]
+            g = reuse_at_once(3.25, 2.0)
+            del hold
+            tb = tracemalloc.get_object_traceback(g)
+            self.assertIsNotNone(tb)
+            self.assertEqual(tb[-1].lineno, first + 3)
+
     # -- recursion --------------------------------------------------------
 
     def check_recursion(self, depth):
