@@ -57,3 +57,21 @@ _PyTraceMalloc_AdviseBulk(void *p, size_t size)
     (void)size;
 #endif
 }
+
+/* malloc() for an export's big buffers, aligned on a huge page when big
+   enough that whole huge pages fit (see _PyTraceMalloc_AdviseBulk()); the
+   result is freed with free(). */
+void *
+_PyTraceMalloc_BulkAlloc(size_t size)
+{
+    const size_t huge = (size_t)2 << 20;
+    void *p = NULL;
+    if (size < 2 * huge) {
+        return malloc(size);
+    }
+    if (posix_memalign(&p, huge, size) != 0) {
+        return NULL;
+    }
+    _PyTraceMalloc_AdviseBulk(p, size);
+    return p;
+}

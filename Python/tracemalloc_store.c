@@ -520,12 +520,11 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
     int side = engine_lock();
     copy_state st = {NULL, 0, tm.store.ntraces};
     /* malloc(), not a traced API: the lock is held. */
-    st.out = malloc((st.cap ? st.cap : 1) * sizeof(*st.out));
+    st.out = _PyTraceMalloc_BulkAlloc((st.cap ? st.cap : 1) * sizeof(*st.out));
     if (st.out == NULL) {
         engine_leave(side);
         return -1;
     }
-    _PyTraceMalloc_AdviseBulk(st.out, st.cap * sizeof(*st.out));
     _PyTraceMalloc_CCTPin_unlocked(view);
     int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot, &st);
     if (res == 0 && tm.store.entries != NULL) {

@@ -587,6 +587,8 @@ extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);
    them takes a page fault per 2 MiB instead of per 4 KiB.  Advice only:
    nothing changes if the system says no. */
 PyAPI_FUNC(void) _PyTraceMalloc_AdviseBulk(void *p, size_t size);
+/* malloc() for such a buffer, aligned on a huge page when it is big. */
+extern void *_PyTraceMalloc_BulkAlloc(size_t size);
 
 #ifdef __cplusplus
 }
