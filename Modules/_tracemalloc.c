@@ -86,6 +86,19 @@ exporter_fini(exporter *ex)
     _PyTraceMalloc_CCTUnpin();
 }
 
+/* An export makes a tuple for each frame and call context: a str and an
+   int, or such tuples.  They can never be part of a cycle, and the
+   collector would untrack them in its next pass anyway, after walking
+   them all (tens of thousands for a big snapshot).  Untracking them here
+   spares the program that pass. */
+static void
+untrack_atomic(PyObject *tuple)
+{
+    if (tuple != NULL && PyObject_GC_IsTracked(tuple)) {
+        PyObject_GC_UnTrack(tuple);
+    }
+}
+
 static PyObject *
 make_frame(exporter *ex, const void *data, int kind, Py_ssize_t length,
            int lineno)
@@ -116,6 +129,7 @@ make_frame(exporter *ex, const void *data, int kind, Py_ssize_t length,
         return NULL;
     }
     PyObject *frame = Py_BuildValue("(Ni)", filename, lineno);
+    untrack_atomic(frame);
     return frame;
 }
 
@@ -176,6 +190,7 @@ node_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
         }
         PyTuple_SET_ITEM(frames, i, frame);
     }
+    untrack_atomic(frames);
     if (ex->traceback_by_node != NULL) {
         /* Two nodes can show the same frames: paths that differ only
            beyond the limit, or the same path in two threads (each thread
@@ -533,12 +548,24 @@ build_columns(_PyTraceMalloc_TraceCopy *traces, size_t count,
     if (columns_init(&c, view, threads, count) < 0) {
         goto done;
     }
+    /* columns_set() inlined, with the column pointers in locals: the
+       loop runs once per trace. */
+    char *domains = PyBytes_AS_STRING(c.domains);
+    char *sizes = PyBytes_AS_STRING(c.sizes);
+    char *indexes = PyBytes_AS_STRING(c.indexes);
     for (size_t i = 0; i < count; i++) {
-        uint32_t index;
-        if (columns_index(&c, traces[i].node, &index) < 0) {
+        uint32_t index = c.index_by_node[traces[i].node];
+        if (index != 0) {
+            index--;
+        }
+        else if (columns_index(&c, traces[i].node, &index) < 0) {
             goto done;
         }
-        columns_set(&c, i, traces[i].domain, traces[i].size, index);
+        uint32_t domain = traces[i].domain;
+        uint64_t size = traces[i].size;
+        memcpy(domains + 4 * i, &domain, 4);
+        memcpy(sizes + 8 * i, &size, 8);
+        memcpy(indexes + 4 * i, &index, 4);
     }
     ok = 1;
 done:

@@ -241,20 +241,16 @@ _PyTraceMalloc_ArenaFreed(uintptr_t arena_base, uintptr_t carved_end)
 }
 
 int
-_PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit, void *arg)
+_PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotsVisitor visit, void *arg)
 {
     for (uint32_t i = 1; i < tm_pools.len; i++) {
         pool_traces *pt = tm_pools.entries[i];
         if (pt == NULL || pt->live == 0) {
             continue;
         }
-        for (uint32_t j = 0; j < pt->nslots; j++) {
-            if (pt->slots[j].node != 0) {
-                int res = visit(&pt->slots[j], arg);
-                if (res) {
-                    return res;
-                }
-            }
+        int res = visit(pt->slots, pt->nslots, pt->live, arg);
+        if (res) {
+            return res;
         }
     }
     return 0;
@@ -374,7 +370,7 @@ _PyTraceMalloc_ArenaFreed(uintptr_t arena_base, uintptr_t carved_end)
 }
 
 int
-_PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit, void *arg)
+_PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotsVisitor visit, void *arg)
 {
     return 0;
 }

@@ -447,10 +447,15 @@ typedef struct {
 } node_visit_state;
 
 static int
-visit_slot_node(_PyTraceMalloc_Slot *slot, void *arg)
+visit_slot_nodes(_PyTraceMalloc_Slot *slots, uint32_t nslots, uint32_t live,
+                 void *arg)
 {
     node_visit_state *st = arg;
-    st->visit(&slot->node, st->arg);
+    for (uint32_t j = 0; j < nslots; j++) {
+        if (slots[j].node != 0) {
+            st->visit(&slots[j].node, st->arg);
+        }
+    }
     return 0;
 }
 
@@ -459,7 +464,7 @@ _PyTraceMalloc_StoreForEachNode_unlocked(
     void (*visit)(uint32_t *node, void *arg), void *arg)
 {
     node_visit_state st = {visit, arg};
-    (void)_PyTraceMalloc_PoolSlotsForEach(visit_slot_node, &st);
+    (void)_PyTraceMalloc_PoolSlotsForEach(visit_slot_nodes, &st);
     if (tm.store.entries != NULL) {
         for (size_t i = 0; i <= tm.store.mask; i++) {
             if (tm.store.entries[i].ptr != 0) {
@@ -500,16 +505,27 @@ typedef struct {
 } copy_state;
 
 static int
-copy_slot(_PyTraceMalloc_Slot *slot, void *arg)
+copy_slots(_PyTraceMalloc_Slot *slots, uint32_t nslots, uint32_t live,
+           void *arg)
 {
     copy_state *st = arg;
-    if (st->n == st->cap) {
+    if (live > st->cap - st->n) {
         return -1;      /* the totals lied: caught by the caller */
     }
-    _PyTraceMalloc_TraceCopy *t = &st->out[st->n++];
-    t->domain = _PyTraceMalloc_DEFAULT_DOMAIN;
-    t->node = stored_node(slot->node);
-    t->size = slot->size;
+    _PyTraceMalloc_TraceCopy *t = &st->out[st->n];
+    uint32_t found = 0;
+    for (uint32_t j = 0; j < nslots && found < live; j++) {
+        if (slots[j].node != 0) {
+            t[found].domain = _PyTraceMalloc_DEFAULT_DOMAIN;
+            t[found].node = stored_node(slots[j].node);
+            t[found].size = slots[j].size;
+            found++;
+        }
+    }
+    if (found != live) {
+        return -1;      /* the pool's count lied: caught by the caller */
+    }
+    st->n += live;
     return 0;
 }
 
@@ -526,7 +542,7 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
         return -1;
     }
     _PyTraceMalloc_CCTPin_unlocked(view);
-    int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot, &st);
+    int res = _PyTraceMalloc_PoolSlotsForEach(copy_slots, &st);
     if (res == 0 && tm.store.entries != NULL) {
         for (size_t i = 0; i <= tm.store.mask; i++) {
             table_entry *e = &tm.store.entries[i];

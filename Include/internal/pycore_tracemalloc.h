@@ -403,10 +403,13 @@ extern _PyTraceMalloc_Slot *_PyTraceMalloc_PoolSlot(const void *p, int create,
 /* Called by obmalloc before an arena goes back to the OS. */
 extern void _PyTraceMalloc_ArenaFreed(uintptr_t arena_base,
                                       uintptr_t carved_end);
-/* Visit every live slot (under the lock). */
-typedef int (*_PyTraceMalloc_SlotVisitor)(_PyTraceMalloc_Slot *slot,
-                                          void *arg);
-extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotVisitor visit,
+/* Visit the slot array of every pool that has live slots (under the
+   lock): SLOTS[0..NSLOTS), of which LIVE have a node.  One call per pool,
+   not per slot, so that a visitor's loop over the slots is inlined. */
+typedef int (*_PyTraceMalloc_SlotsVisitor)(_PyTraceMalloc_Slot *slots,
+                                           uint32_t nslots, uint32_t live,
+                                           void *arg);
+extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotsVisitor visit,
                                            void *arg);
 extern void _PyTraceMalloc_PoolSlotsClear(void);
 extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
