@@ -37,7 +37,11 @@ TARGETS = {
 MAX_TARGETS = {
     "fork sampled": 1.08,
 }
-BOOKKEEPING_TARGET = 16  # bytes per live small block
+# Bytes per live small block (issue 20: 8 or fewer at 10^6 blocks; the
+# 3.11 brief asked for 16).  The row shows the engine memory per trace,
+# which includes the interpreter's start-up traces and the fixed tables,
+# and in brackets the marginal bytes per added block.
+BOOKKEEPING_TARGET = 8
 
 
 # ------------------------------------------------------------------ rendering
@@ -940,8 +944,10 @@ def summary_markdown(data):
             if size not in msum:
                 continue
             v = msum[size]
-            rows.append([f"bookkeeping bytes per live block ({pow10(size)} blocks)",
-                         fmt_num(v["fork"]["per_trace"]), fmt_num(v["pristine"]["per_trace"]),
+            rows.append([f"bookkeeping bytes per live block ({pow10(size)} blocks; "
+                         f"per trace (marginal))",
+                         f'{fmt_num(v["fork"]["per_trace"])} ({fmt_num(v["fork"]["marginal"])})',
+                         f'{fmt_num(v["pristine"]["per_trace"])} ({fmt_num(v["pristine"]["marginal"])})',
                          f"<= {BOOKKEEPING_TARGET}"])
             rows.append([f"peak RSS overhead bytes per live block ({pow10(size)} blocks)",
                          fmt_num(v["fork"]["rss_peak"]), fmt_num(v["pristine"]["rss_peak"]), ""])
