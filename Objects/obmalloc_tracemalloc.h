@@ -5,7 +5,7 @@
  * pymalloc itself except _PyTraceMalloc_ArenaFreed().
  *
  * Each pool that holds traced blocks owns a slot array with one
- * _PyTraceMalloc_Slot (8 bytes) per block of its size class, so a trace is
+ * _PyTraceMalloc_Slot (6 bytes) per block of its size class, so a trace is
  * found from the block address by arithmetic alone: no hashing, no per-trace
  * allocation.  The pool header keeps the index of its slot array in the
  * registry below, in the 4 spare bytes of its `ref` union; the registry entry
@@ -303,7 +303,7 @@ _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size, const char **why)
         }
         uint32_t live = 0;
         for (uint32_t j = 0; j < pt->nslots; j++) {
-            if (pt->slots[j].node != 0) {
+            if (_PyTraceMalloc_SlotNode(&pt->slots[j]) != 0) {
                 live++;
                 size += pt->slots[j].size;
             }
@@ -340,7 +340,7 @@ _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size, const char **why)
             if (offset >= pool->nextoffset && offset <= pool->maxnextoffset) {
                 is_free[j] = 1;     /* never carved yet */
             }
-            if (is_free[j] && pt->slots[j].node != 0) {
+            if (is_free[j] && _PyTraceMalloc_SlotNode(&pt->slots[j]) != 0) {
                 *why = "a free pymalloc block still has a trace";
                 goto fail;
             }

@@ -452,8 +452,8 @@ retrace_object(uintptr_t ptr)
     /* Objects allocated before tracing started have no trace: find the
        trace first, and compute the traceback only for traced objects. */
     size_t size;
-    uint32_t *ref = store_node_ref(_PyTraceMalloc_DEFAULT_DOMAIN, ptr,
-                                   &size);
+    node_ref ref = store_node_ref(_PyTraceMalloc_DEFAULT_DOMAIN, ptr,
+                                  &size);
     if (ref != NULL) {
         _PyTraceMalloc_Node node = current_node(_PyThreadState_GET());
         if (node != UINT32_MAX) {

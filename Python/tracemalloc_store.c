@@ -224,13 +224,14 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
           _PyTraceMalloc_Node node, int pooled, int block)
 {
     if (pooled && domain == _PyTraceMalloc_DEFAULT_DOMAIN
-        && size <= UINT32_MAX) {
+        && size <= _PyTraceMalloc_SLOT_SIZE_MAX) {
         int nomem = 0;
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 1, &nomem, &live, block);
         if (slot != NULL) {
-            if (slot->node == 0) {
+            uint32_t old = _PyTraceMalloc_SlotNode(slot);
+            if (old == 0) {
                 (*live)++;
                 tm.store.ntraces++;
                 if (tm.store.tracked_in_table) {
@@ -239,11 +240,11 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
             }
             else {
                 peak_before_decrease();
-                peak_account_remove(domain, stored_node(slot->node), slot->size);
+                peak_account_remove(domain, stored_node(old), slot->size);
                 tm.store.current -= slot->size;
             }
-            slot->node = node_to_stored(node);
-            slot->size = (uint32_t)size;
+            _PyTraceMalloc_SlotSetNode(slot, node_to_stored(node));
+            slot->size = (uint16_t)size;
             (void)peak_account_add(domain, node, size);  /* cannot fail */
             totals_add(size);
             return 0;
@@ -255,6 +256,9 @@ store_add(unsigned int domain, uintptr_t ptr, size_t size,
     return store_add_table(domain, ptr, size, node);
 }
 
+static inline int store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node,
+                                    size_t *size, int block);
+
 /* PyTraceMalloc_Track() of (DOMAIN, PTR), with the GIL for the default
    domain.  A pool slot takes only the blocks the allocator handed out
    (the hooks' traces), so that no free block and no pool that pymalloc
@@ -265,12 +269,18 @@ static int
 store_track(unsigned int domain, uintptr_t ptr, size_t size,
             _PyTraceMalloc_Node node)
 {
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && size <= UINT32_MAX) {
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live, 0);
-        if (slot != NULL && slot->node != 0) {
-            return store_add(domain, ptr, size, node, 1, 0);
+        if (slot != NULL && _PyTraceMalloc_SlotNode(slot) != 0) {
+            if (size <= _PyTraceMalloc_SLOT_SIZE_MAX) {
+                return store_add(domain, ptr, size, node, 1, 0);
+            }
+            /* Too big for a slot: the trace moves to the table. */
+            _PyTraceMalloc_Node old_node;
+            size_t old_size;
+            (void)store_remove_slot(ptr, &old_node, &old_size, 0);
         }
     }
     int res = store_add_table(domain, ptr, size, node);
@@ -310,16 +320,17 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
     uint32_t *live;
     _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
         (const void *)ptr, 0, NULL, &live, block);
-    if (slot == NULL || slot->node == 0) {
+    uint32_t stored = slot != NULL ? _PyTraceMalloc_SlotNode(slot) : 0;
+    if (stored == 0) {
         return 0;
     }
-    *node = stored_node(slot->node);
+    *node = stored_node(stored);
     *size = slot->size;
     peak_before_decrease();
     peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, *node, *size);
     tm.store.current -= slot->size;
     tm.store.ntraces--;
-    slot->node = 0;
+    _PyTraceMalloc_SlotSetNode(slot, 0);
     slot->size = 0;
     (*live)--;
     return 1;
@@ -387,8 +398,9 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
         uint32_t *live;
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live, 0);
-        if (slot != NULL && slot->node != 0) {
-            *node = stored_node(slot->node);
+        uint32_t stored = slot != NULL ? _PyTraceMalloc_SlotNode(slot) : 0;
+        if (stored != 0) {
+            *node = stored_node(stored);
             *size = slot->size;
             return 1;
         }
@@ -398,8 +410,26 @@ _PyTraceMalloc_StoreGet_unlocked(unsigned int domain, uintptr_t ptr,
 
 /* Where the node of PTR's trace is kept (in stored form, see
    stored_node()) and its size, or NULL if it has no trace.  Inline for the
-   re-trace of free-list objects: the pool slot is the usual case. */
-static inline uint32_t *
+   re-trace of free-list objects: the pool slot is the usual case.  A
+   slot's node is not aligned on 4 bytes: read and write it through
+   node_ref_get() and node_ref_set(). */
+typedef void *node_ref;
+
+static inline uint32_t
+node_ref_get(node_ref ref)
+{
+    uint32_t stored;
+    memcpy(&stored, ref, sizeof(stored));
+    return stored;
+}
+
+static inline void
+node_ref_set(node_ref ref, uint32_t stored)
+{
+    memcpy(ref, &stored, sizeof(stored));
+}
+
+static inline node_ref
 store_node_ref(unsigned int domain, uintptr_t ptr, size_t *size)
 {
     if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
@@ -407,11 +437,11 @@ store_node_ref(unsigned int domain, uintptr_t ptr, size_t *size)
         _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotCached(
             (const void *)ptr, 0, NULL, &live, 0);
         if (slot != NULL) {
-            if (slot->node == 0) {
+            if (_PyTraceMalloc_SlotNode(slot) == 0) {
                 return NULL;
             }
             *size = slot->size;
-            return &slot->node;
+            return slot->node;
         }
     }
     table_entry *e = table_find(domain, ptr);
@@ -422,21 +452,21 @@ store_node_ref(unsigned int domain, uintptr_t ptr, size_t *size)
     return &e->node;
 }
 
-/* Move the trace at *REF, of SIZE, from its node to NODE. */
+/* Move the trace at REF, of SIZE, from its node to NODE. */
 static inline void
-store_move(uint32_t *ref, size_t size, _PyTraceMalloc_Node node)
+store_move(node_ref ref, size_t size, _PyTraceMalloc_Node node)
 {
-    peak_account_move(stored_node(*ref), node, size);
-    *ref = node_to_stored(node);
+    peak_account_move(stored_node(node_ref_get(ref)), node, size);
+    node_ref_set(ref, node_to_stored(node));
 }
 
 /* Re-trace a reused free-list object of the default domain at NODE.
    Nothing to do when it already names it (a loop reusing the same object
    on the same line). */
 static inline void
-store_retrace(uint32_t *ref, size_t size, _PyTraceMalloc_Node node)
+store_retrace(node_ref ref, size_t size, _PyTraceMalloc_Node node)
 {
-    if (*ref != node_to_stored(node)) {
+    if (node_ref_get(ref) != node_to_stored(node)) {
         store_move(ref, size, node);
     }
 }
@@ -452,8 +482,10 @@ visit_slot_nodes(_PyTraceMalloc_Slot *slots, uint32_t nslots, uint32_t live,
 {
     node_visit_state *st = arg;
     for (uint32_t j = 0; j < nslots; j++) {
-        if (slots[j].node != 0) {
-            st->visit(&slots[j].node, st->arg);
+        uint32_t stored = _PyTraceMalloc_SlotNode(&slots[j]);
+        if (stored != 0) {
+            st->visit(&stored, st->arg);
+            _PyTraceMalloc_SlotSetNode(&slots[j], stored);
         }
     }
     return 0;
@@ -515,9 +547,10 @@ copy_slots(_PyTraceMalloc_Slot *slots, uint32_t nslots, uint32_t live,
     _PyTraceMalloc_TraceCopy *t = &st->out[st->n];
     uint32_t found = 0;
     for (uint32_t j = 0; j < nslots && found < live; j++) {
-        if (slots[j].node != 0) {
+        uint32_t stored = _PyTraceMalloc_SlotNode(&slots[j]);
+        if (stored != 0) {
             t[found].domain = _PyTraceMalloc_DEFAULT_DOMAIN;
-            t[found].node = stored_node(slots[j].node);
+            t[found].node = stored_node(stored);
             t[found].size = slots[j].size;
             found++;
         }

@@ -90,11 +90,29 @@ extern int _PyTraceMalloc_NewReference(PyObject *op);
    frame), reported as ('<unknown>', 0) like upstream. */
 typedef uint32_t _PyTraceMalloc_Node;
 
-/* One trace of a pymalloc block, in the slot array of its pool. */
+/* One trace of a pymalloc block, in the slot array of its pool: 6 bytes,
+   aligned on 2, so the node is read and written with memcpy()
+   (_PyTraceMalloc_SlotNode(), _PyTraceMalloc_SlotSetNode()).  A block of a
+   pool is at most 512 bytes, so its size fits 16 bits. */
 typedef struct {
-    _PyTraceMalloc_Node node;   /* 0: the block is not traced */
-    uint32_t size;              /* requested size (at most 512) */
+    uint16_t node[2];           /* a _PyTraceMalloc_Node; 0: not traced */
+    uint16_t size;              /* requested size (at most 512) */
 } _PyTraceMalloc_Slot;
+#define _PyTraceMalloc_SLOT_SIZE_MAX UINT16_MAX
+
+static inline uint32_t
+_PyTraceMalloc_SlotNode(const _PyTraceMalloc_Slot *slot)
+{
+    uint32_t node;
+    memcpy(&node, slot->node, sizeof(node));
+    return node;
+}
+
+static inline void
+_PyTraceMalloc_SlotSetNode(_PyTraceMalloc_Slot *slot, uint32_t node)
+{
+    memcpy(slot->node, &node, sizeof(node));
+}
 
 /* ---- hooks: Objects/obmalloc.c ----------------------------------------- */
 /* The traced variants of the allocator API entry points.  obmalloc.c calls

@@ -293,5 +293,35 @@ class NoGilTrackTest(EngineTest):
         self.assertNotIn(1000, sizes)
 
 
+class TrackTooBigForASlotTest(EngineTest):
+    """A pool slot keeps a size of 16 bits (a pymalloc block is at most
+    512 bytes).  PyTraceMalloc_Track(0, ...) of a traced pymalloc block
+    with a bigger size replaces its trace all the same: one trace, of the
+    new size, which Untrack() removes."""
+
+    def check(self, size):
+        data = bytearray(100)       # a 157-byte pymalloc block
+        addr = id(data)
+        self.assertIsNotNone(get_traceback(0, addr))
+        _testcapi.tracemalloc_track(0, addr, size)
+        _testtracemalloc.check_consistency()
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertEqual(sizes.count(size), 1)
+        _testcapi.tracemalloc_untrack(0, addr)
+        _testtracemalloc.check_consistency()
+        self.assertIsNone(get_traceback(0, addr))
+        sizes = [t.size for t in tracemalloc.take_snapshot().traces]
+        self.assertNotIn(size, sizes)
+        del data
+        _testtracemalloc.check_consistency()
+
+    def test_largest_size_a_slot_holds(self):
+        self.check(65535)
+
+    def test_size_too_big_for_a_slot(self):
+        self.check(65536)
+        self.check(10 ** 9)
+
+
 if __name__ == '__main__':
     unittest.main()
