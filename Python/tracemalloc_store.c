@@ -330,8 +330,8 @@ store_remove_slot(uintptr_t ptr, _PyTraceMalloc_Node *node, size_t *size,
     peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, *node, *size);
     tm.store.current -= slot->size;
     tm.store.ntraces--;
+    /* The size of an empty slot is never read. */
     _PyTraceMalloc_SlotSetNode(slot, 0);
-    slot->size = 0;
     (*live)--;
     return 1;
 }
