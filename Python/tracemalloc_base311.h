@@ -69,6 +69,13 @@ base_frame_lasti(const _PyInterpreterFrame *frame)
 
 /* ---- thread states ----------------------------------------------------- */
 
+/* Is every GIL the main one?  3.11 has one GIL. */
+static inline int
+base_one_gil(void)
+{
+    return 1;
+}
+
 /* Does TSTATE, a thread state some thread holds, run under the GIL whose
    holder takes the engine's fast side?  3.11 has one GIL. */
 static inline int

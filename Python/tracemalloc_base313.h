@@ -94,6 +94,27 @@ base_on_engine_gil(PyThreadState *tstate)
     return interp == _PyRuntime.interpreters.main || !interp->ceval.own_gil;
 }
 
+/* Has the process never made an interpreter with a GIL of its own?  Then
+   every GIL is the main one, and a caller with its interpreter's GIL is
+   on the engine's GIL without reading its thread state: one load on each
+   traced allocation and free, where base_on_engine_gil() costs the thread
+   state's load, a NULL test and the interpreter's compare.  pylifecycle.c
+   clears it (patch 0008) before such an interpreter takes its GIL, so
+   before any thread can allocate under that GIL; it is never set again. */
+static int base_all_gils_main = 1;
+
+void
+_PyTraceMalloc_OwnGILCreated(void)
+{
+    __atomic_store_n(&base_all_gils_main, 0, __ATOMIC_RELAXED);
+}
+
+static inline int
+base_one_gil(void)
+{
+    return _PyTraceMalloc_FILTER_LOAD(&base_all_gils_main);
+}
+
 /* Does the calling thread hold the engine's GIL now?  3.13 keeps the
    attached thread state in a thread-local (_Py_tss_tstate), cleared when
    the thread detaches, that is, releases its GIL. */

@@ -43,6 +43,13 @@ static inline int
 engine_enter(int gil_held, PyThreadState **tstate)
 {
     if (gil_held) {
+        if (base_one_gil()) {
+            /* The usual case, decided without the thread state, which a
+               free does not need (an allocation reads it for its frame). */
+            *tstate = _PyThreadState_GET();
+            _PyTraceMalloc_Lock();
+            return 1;
+        }
         /* Holds its interpreter's GIL; with a GIL of its own (an isolated
            3.13 interpreter) it is a caller without the engine's GIL, whose
            attached thread state is its own (see the adapter). */

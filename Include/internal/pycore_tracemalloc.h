@@ -558,6 +558,9 @@ PyAPI_FUNC(uint64_t) _PyTraceMalloc_ForeignEntries(void);
 /* Python/pystate.c: TSTATE (or NULL) is now the calling thread's current
    thread state. */
 extern void _PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate);
+/* Python/pylifecycle.c (3.13): an interpreter with a GIL of its own is
+   being made, before it takes that GIL. */
+extern void _PyTraceMalloc_OwnGILCreated(void);
 
 /* Enter the engine while holding the GIL.  When a caller without the GIL
    is inside, wait for it (out of line) with priority over the next one. */
@@ -604,9 +607,9 @@ PyAPI_FUNC(int) _PyTraceMalloc_FailBarrier(int n);
 extern void *_PyTraceMalloc_RawAlloc(size_t size, int zero);
 /* An export's big buffers (the copy of the traces, the snapshot's
    columns) are fresh memory written once from end to end: on Linux, ask
-   for transparent huge pages over the SIZE bytes at P, so that filling
-   them takes a page fault per 2 MiB instead of per 4 KiB.  Advice only:
-   nothing changes if the system says no. */
+   for transparent huge pages on the whole ones inside the SIZE bytes at P,
+   then fault them all in with one call instead of a fault per page.
+   Advice only: nothing changes if the system says no. */
 PyAPI_FUNC(void) _PyTraceMalloc_AdviseBulk(void *p, size_t size);
 /* malloc() for such a buffer, aligned on a huge page when it is big. */
 extern void *_PyTraceMalloc_BulkAlloc(size_t size);
