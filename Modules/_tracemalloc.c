@@ -94,8 +94,8 @@ exporter_fini(exporter *ex)
 static void
 untrack_atomic(PyObject *tuple)
 {
-    if (tuple != NULL && PyObject_GC_IsTracked(tuple)) {
-        PyObject_GC_UnTrack(tuple);
+    if (tuple != NULL) {
+        PyObject_GC_UnTrack(tuple);     /* a no-op if already untracked */
     }
 }
 
