@@ -446,6 +446,19 @@ class _Columns:
                    memoryview(domains).cast('I'), memoryview(sizes).cast('Q'),
                    memoryview(indexes).cast('I'), weights)
 
+    def __reduce__(self):
+        # Pickling and copy.deepcopy(): the buffers as arrays (memoryviews
+        # do not pickle), the weights included.
+        weights = self.weights
+        if weights is not None:
+            weights = _array('d', weights)
+        return (_Columns, (list(self.frames), list(self.total_nframe),
+                           None if self.threads is None
+                           else list(self.threads),
+                           _array('I', self.domains),
+                           _array('Q', self.sizes),
+                           _array('I', self.indexes), weights))
+
     def __len__(self):
         return len(self.indexes)
 
@@ -637,7 +650,13 @@ class _Traces(Sequence):
     def __reduce__(self):
         # Pickled as upstream's can read it, _Traces(list of raw tuples);
         # columns hold memoryviews, which do not pickle.  The list only
-        # lives while the pickle is made.
+        # lives while the pickle is made.  A sampled peak snapshot's
+        # columns carry each trace's weight, which a list of raw tuples
+        # cannot hold: they are pickled as columns (see _Columns.__reduce__;
+        # upstream has no such snapshot to read).
+        columns = self._columns
+        if columns is not None and columns.weights is not None:
+            return (_Traces, (columns,))
         return (_Traces, (list(self._raw()),))
 
     def __setstate__(self, state):

@@ -199,7 +199,8 @@ def _without_tool_frames(snapshot, trim=None):
     if columns is not None:
         columns = _Columns(list(map(trim, columns.frames)),
                            columns.total_nframe, columns.threads,
-                           columns.domains, columns.sizes, columns.indexes)
+                           columns.domains, columns.sizes, columns.indexes,
+                           columns.weights)
         return snapshot._derived(columns)
     return snapshot._derived([(trace[0], trace[1], trim(trace[2]),
                                *trace[3:])
