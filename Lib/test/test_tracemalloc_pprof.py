@@ -473,7 +473,10 @@ class EncoderTest(TracingMixin, unittest.TestCase):
         name = 'bad-\udcff.py'
         snapshot = tracemalloc.Snapshot([raw_trace(10, [(name, 3)])], 1)
         profile = decode_profile(_pprof.encode(snapshot))
-        self.assertEqual(profile['samples'][0]['frames'], [(name, 3)])
+        # The string table must be valid UTF-8 (issue 29, item 2.10): the
+        # undecodable byte is written as a backslash escape.
+        self.assertEqual(profile['samples'][0]['frames'],
+                         [('bad-\\xff.py', 3)])
 
     def test_bad_input(self):
         old, new = synthetic_snapshots()

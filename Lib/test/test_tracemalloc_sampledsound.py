@@ -28,10 +28,11 @@ from tracemalloc import _pprof
 
 
 def _repository():
-    here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (os.path.dirname(os.path.dirname(here)),
-                      os.path.dirname(os.path.dirname(
-                          os.path.dirname(os.path.dirname(here))))):
+    # This file is in the fork's Lib/test, or in build/BASE/src/Lib/test.
+    lib_parent = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    for candidate in (lib_parent, os.path.dirname(os.path.dirname(
+            os.path.dirname(lib_parent)))):
         if os.path.isfile(os.path.join(candidate, "Tools", "fork", "pprof",
                                        "profile.proto")):
             return candidate
@@ -179,6 +180,163 @@ class RunPeakCLITests(unittest.TestCase):
         sizes = [int(size) for size in re.findall(r'"size":\s*(\d+)', html)]
         self.assertTrue(sizes, "no size in the HTML report")
         self.assertGreater(max(sizes), 6_000_000)
+
+
+# --------------------------------------------------------------------------
+# 2.10, 2.11: the pprof string table is valid UTF-8
+
+def read_varint(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def string_table(message):
+    """The raw bytes of the string_table entries (field 6) of a Profile."""
+    strings = []
+    pos = 0
+    while pos < len(message):
+        key, pos = read_varint(message, pos)
+        field, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            _, pos = read_varint(message, pos)
+        elif wire_type == 2:
+            length, pos = read_varint(message, pos)
+            if field == 6:
+                strings.append(message[pos:pos + length])
+            pos += length
+        else:
+            raise ValueError(f"unexpected wire type {wire_type}")
+    return strings
+
+
+def protobuf_python():
+    """An interpreter with Google's protobuf library (Debian's
+    python3-protobuf), or None."""
+    for candidate in ('/usr/bin/python3', shutil.which('python3')):
+        if not candidate or not os.access(candidate, os.X_OK):
+            continue
+        try:
+            subprocess.run([candidate, '-c', 'import google.protobuf'],
+                           check=True, capture_output=True, env=child_env(),
+                           timeout=60)
+        except (subprocess.SubprocessError, OSError):
+            continue
+        return candidate
+    return None
+
+
+UNDECODABLE = os.fsdecode(b'/srv/app/caf\xe9-\xff.py')
+LONE_SURROGATE = '/srv/app/caf\ud800.py'
+
+
+class PprofUTF8Tests(unittest.TestCase):
+
+    def profile(self, filename):
+        snapshot = tracemalloc.Snapshot(
+            [(0, 100, ((filename, 3), ('/srv/app/main.py', 7)), 2),
+             (0, 50, (('/srv/app/ok-\u00e9.py', 4),), 1)], 5)
+        return _pprof.encode(snapshot)
+
+    def assertValidStrings(self, message, *expected):
+        strings = string_table(message)
+        texts = [raw.decode('utf-8') for raw in strings]  # strict
+        for text in expected:
+            self.assertIn(text, texts)
+        return texts
+
+    def test_undecodable_bytes_escaped(self):
+        message = self.profile(UNDECODABLE)
+        self.assertValidStrings(message, '/srv/app/caf\\xe9-\\xff.py',
+                                'caf\\xe9-\\xff.py:3',
+                                '/srv/app/ok-\u00e9.py')
+
+    def test_lone_surrogate_escaped(self):
+        message = self.profile(LONE_SURROGATE)
+        self.assertValidStrings(message, '/srv/app/caf\\ud800.py',
+                                'caf\\ud800.py:3')
+
+    def test_dump_pprof_lone_surrogate(self):
+        snapshot = tracemalloc.Snapshot(
+            [(0, 100, ((LONE_SURROGATE, 3),), 1)], 1)
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, 'p.pb.gz')
+            snapshot.dump_pprof(path)
+            with open(path, 'rb') as file:
+                message = gzip.decompress(file.read())
+        self.assertValidStrings(message, '/srv/app/caf\\ud800.py')
+
+    def test_cli_pprof_lone_surrogate(self):
+        snapshot = tracemalloc.Snapshot(
+            [(0, 100, ((LONE_SURROGATE, 3),), 1),
+             (0, 60, ((UNDECODABLE, 5),), 1)], 1)
+        with tempfile.TemporaryDirectory() as directory:
+            source = os.path.join(directory, 'in.tracemalloc')
+            output = os.path.join(directory, 'out.pb.gz')
+            snapshot.dump(source)
+            process = subprocess.run(
+                [sys.executable, '-m', 'tracemalloc', 'pprof', source,
+                 '-o', output], env=child_env(), capture_output=True,
+                text=True, timeout=120, stdin=subprocess.DEVNULL)
+            self.assertEqual(process.returncode, 0, process.stderr)
+            self.assertNotIn('Traceback', process.stderr)
+            with open(output, 'rb') as file:
+                message = gzip.decompress(file.read())
+        self.assertValidStrings(message, '/srv/app/caf\\ud800.py',
+                                '/srv/app/caf\\xe9-\\xff.py')
+
+    @unittest.skipUnless(READERS and shutil.which('protoc'),
+                         "protoc is missing (Debian's protobuf-compiler; "
+                         "Tools/fork/pprof/install-readers.sh)")
+    def test_protoc_decodes(self):
+        for filename in (UNDECODABLE, LONE_SURROGATE):
+            with self.subTest(filename=ascii(filename)):
+                process = subprocess.run(
+                    ['protoc', f'--proto_path={READERS}', '--decode',
+                     'perftools.profiles.Profile', 'profile.proto'],
+                    input=self.profile(filename), capture_output=True,
+                    timeout=120)
+                self.assertEqual(process.returncode, 0,
+                                 process.stderr.decode(errors='replace'))
+                self.assertNotIn(b'invalid UTF-8', process.stderr)
+                self.assertIn(b'string_table', process.stdout)
+
+    def test_google_protobuf_parses(self):
+        python = protobuf_python()
+        if python is None or not READERS or not shutil.which('protoc'):
+            self.skipTest("needs protoc and Google's protobuf for Python "
+                          "(Debian's protobuf-compiler, python3-protobuf)")
+        with tempfile.TemporaryDirectory() as directory:
+            subprocess.run(['protoc', f'--proto_path={READERS}',
+                            f'--python_out={directory}', 'profile.proto'],
+                           check=True, timeout=120)
+            for name, filename in (('undecodable', UNDECODABLE),
+                                   ('surrogate', LONE_SURROGATE)):
+                path = os.path.join(directory, name + '.pb')
+                with open(path, 'wb') as file:
+                    file.write(self.profile(filename))
+            code = textwrap.dedent("""
+                import sys
+                import profile_pb2
+                for path in sys.argv[1:]:
+                    profile = profile_pb2.Profile()
+                    with open(path, 'rb') as file:
+                        profile.ParseFromString(file.read())
+                    print(len(profile.string_table), len(profile.sample))
+                """)
+            process = subprocess.run(
+                [python, '-c', code,
+                 os.path.join(directory, 'undecodable.pb'),
+                 os.path.join(directory, 'surrogate.pb')],
+                cwd=directory, env=child_env(PYTHONPATH=directory),
+                capture_output=True, text=True, timeout=120)
+        self.assertEqual(process.returncode, 0, process.stderr)
+        self.assertEqual(process.stdout.split(), ['14', '2', '14', '2'])
 
 
 if __name__ == "__main__":

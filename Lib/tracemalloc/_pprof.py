@@ -24,6 +24,11 @@ What a profile holds:
   have been cut) ends with the location ``<older calls beyond the
   traceback limit>`` (line 0), and an empty one is ``<unknown>`` (line 0),
   as in the HTML report;
+- strings in UTF-8, as protobuf requires: a file name that is not valid
+  UTF-8 (the bytes that os.fsdecode() keeps as surrogates) or that holds a
+  lone surrogate is written with each surrogate as a backslash escape,
+  ``\\xNN`` for an undecodable byte, ``\\uDNNN`` for a lone surrogate
+  (``caf\\xe9.py``);
 - a period: ``space/bytes`` and the sampling interval of a sampled snapshot
   (``snapshot.sample``), 1 for an exact one (every byte is seen);
 - comments that say whether the snapshot is exact or sampled, and its
@@ -38,6 +43,7 @@ to ``true``.  Summed per line, the values are new minus old; pprof's
 
 import gzip
 import os
+import re
 
 __all__ = ['encode', 'dump']
 
@@ -135,6 +141,31 @@ def _packed_field(field, values):
     if not values:
         return b''
     return _bytes_field(field, b''.join(map(_varint, values)))
+
+
+# A surrogate code point: what os.fsdecode() makes of a byte of a file name
+# that is not UTF-8 (U+DC80..U+DCFF, surrogateescape), or a lone surrogate
+# that a str may hold.  Neither can be written as UTF-8.
+_SURROGATE = re.compile('[\ud800-\udfff]')
+
+
+def _escape_surrogate(match):
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:
+        # The byte that surrogateescape stood for, as Python writes it.
+        return f'\\x{code - 0xDC00:02x}'
+    return f'\\u{code:04x}'
+
+
+def _utf8(text):
+    """*text* as UTF-8, for the string table: protobuf's string fields
+    must be valid UTF-8 (readers reject the whole profile otherwise).  A
+    surrogate is written as a backslash escape: \\xNN for a byte of a
+    non-UTF-8 file name (surrogateescape), \\uDNNN for a lone surrogate."""
+    try:
+        return text.encode('utf-8')
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(_escape_surrogate, text).encode('utf-8')
 
 
 # --------------------------------------------------------------------------
@@ -242,8 +273,7 @@ class _Profile:
                      for function in self._encoded_functions)
         # Every string is in the table by now; dicts keep insertion order,
         # which is the order of the indexes.
-        parts.extend(_bytes_field(_PROFILE_STRING_TABLE,
-                                  text.encode('utf-8', 'surrogateescape'))
+        parts.extend(_bytes_field(_PROFILE_STRING_TABLE, _utf8(text))
                      for text in self._strings)
         parts.append(_bytes_field(_PROFILE_PERIOD_TYPE, period_type))
         parts.append(_int_field(_PROFILE_PERIOD, period))
