@@ -339,5 +339,68 @@ class PprofUTF8Tests(unittest.TestCase):
         self.assertEqual(process.stdout.split(), ['14', '2', '14', '2'])
 
 
+# --------------------------------------------------------------------------
+# 2.19: compare_to() of snapshots sampled differently
+
+def synthetic(sample=None):
+    traces = [(0, 4096, (('a.py', 1),), 1), (0, 100, (('b.py', 2),), 1),
+              (0, 100, (('b.py', 2),), 1)]
+    return tracemalloc.Snapshot(traces, 1, sample=sample)
+
+
+class CompareSamplingTests(unittest.TestCase):
+
+    def test_exact_against_exact_unchanged(self):
+        old = tracemalloc.Snapshot([(0, 10, (('a.py', 1),), 1)], 1)
+        new = synthetic()
+        diffs = new.compare_to(old, 'lineno')
+        self.assertEqual(
+            [(str(d.traceback), d.size, d.size_diff, d.count, d.count_diff)
+             for d in diffs],
+            [('a.py:1', 4096, 4086, 1, 0), ('b.py:2', 200, 200, 2, 2)])
+
+    def test_same_interval_allowed(self):
+        diffs = synthetic(4096).compare_to(synthetic(4096), 'lineno')
+        self.assertTrue(diffs)
+        self.assertTrue(all(d.size_diff == 0 for d in diffs))
+
+    def test_mixed_sampling_refused(self):
+        for new, old in ((synthetic(4096), synthetic()),
+                         (synthetic(), synthetic(4096)),
+                         (synthetic(4096), synthetic(512 * 1024))):
+            for key_type in ('lineno', 'filename', 'traceback'):
+                with self.subTest(new=new.sample, old=old.sample,
+                                  key_type=key_type):
+                    with self.assertRaisesRegex(ValueError,
+                                                "sampled|exact"):
+                        new.compare_to(old, key_type)
+
+    def test_pprof_base_mixed_sampling_refused(self):
+        with self.assertRaisesRegex(ValueError, "sampled"):
+            _pprof.encode(synthetic(4096), base=synthetic())
+        _pprof.encode(synthetic(4096), base=synthetic(4096))
+
+    def test_cli_refuses_with_usage_error(self):
+        with tempfile.TemporaryDirectory() as directory:
+            sampled = os.path.join(directory, 'sampled.tracemalloc')
+            exact = os.path.join(directory, 'exact.tracemalloc')
+            synthetic(4096).dump(sampled)
+            synthetic().dump(exact)
+            for command in (['diff', exact, sampled],
+                            ['pprof', sampled, '--base', exact, '-o',
+                             os.path.join(directory, 'd.pb.gz')],
+                            ['html', sampled, '--base', exact, '-o',
+                             os.path.join(directory, 'd.html')]):
+                with self.subTest(command=command[0]):
+                    process = subprocess.run(
+                        [sys.executable, '-m', 'tracemalloc', *command],
+                        env=child_env(), capture_output=True, text=True,
+                        timeout=120, stdin=subprocess.DEVNULL)
+                    self.assertEqual(process.returncode, 2, process.stderr)
+                    self.assertNotIn('Traceback', process.stderr)
+                    self.assertIn('sampled with one sample per 4096 bytes',
+                                  process.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1107,12 +1107,38 @@ class Snapshot:
         """Return StatisticDiff objects for the changes since *old_snapshot*.
 
         Grouping works as in statistics().  Largest changes first.
+
+        Both snapshots must be exact, or both sampled with the same
+        interval (``sample``): else ValueError.  A sampled snapshot's
+        statistics estimate what its few traced blocks stand for, so that a
+        difference with an exact snapshot, or with one sampled at another
+        rate, would mix two measures.
         """
         new_group = self._group_by(key_type, cumulative)
         old_group = old_snapshot._group_by(key_type, cumulative)
+        _check_same_sampling(self, old_snapshot)
         diffs = _compare_grouped_stats(old_group, new_group)
         diffs.sort(reverse=True, key=StatisticDiff._sort_key)
         return diffs
+
+
+def _sampling_text(sample):
+    return ("exact" if sample is None else
+            f"sampled with one sample per {sample} bytes")
+
+
+def _check_same_sampling(new, old, what="compare"):
+    """Raise ValueError unless the snapshots *new* and *old* are both exact
+    or both sampled with the same interval."""
+    new_sample = getattr(new, 'sample', None)
+    old_sample = getattr(old, 'sample', None)
+    if new_sample != old_sample:
+        raise ValueError(
+            f"cannot {what} a snapshot that is "
+            f"{_sampling_text(new_sample)} with one that is "
+            f"{_sampling_text(old_sample)}: sampled statistics are "
+            f"estimates, valid against snapshots sampled with the same "
+            f"interval only")
 
 
 def _live_thread_names():

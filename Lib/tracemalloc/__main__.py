@@ -969,7 +969,10 @@ def command_diff(argv):
     _check_grouping(parser, options)
     old = _load_snapshot(parser, options.old)
     new = _load_snapshot(parser, options.new)
-    stats = new.compare_to(old, options.group_by, options.cumulative)
+    try:
+        stats = new.compare_to(old, options.group_by, options.cumulative)
+    except ValueError as exc:  # exact against sampled, or two intervals
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {exc}\n")
     old_total = _snapshot_total(old)
     new_total = _snapshot_total(new)
     growth = new_total - old_total
@@ -1025,6 +1028,12 @@ def command_html(argv):
     base = None
     if options.base is not None:
         base = _load_snapshot(parser, options.base)
+        try:
+            # Exact against sampled, or two intervals (issue 29, 2.19).
+            tracemalloc._check_same_sampling(snapshot, base,
+                                             "take the difference of")
+        except ValueError as exc:
+            parser.exit(EXIT_USAGE, f"{parser.prog}: error: {exc}\n")
     output = options.output
     if output is None:
         output = os.path.splitext(options.snapshot)[0] + ".html"
@@ -1061,6 +1070,12 @@ def command_pprof(argv):
     base = None
     if options.base is not None:
         base = _load_snapshot(parser, options.base)
+        try:
+            # Exact against sampled, or two intervals (issue 29, 2.19).
+            tracemalloc._check_same_sampling(snapshot, base,
+                                             "take the difference of")
+        except ValueError as exc:
+            parser.exit(EXIT_USAGE, f"{parser.prog}: error: {exc}\n")
     output = options.output
     if output is None:
         output = os.path.splitext(options.snapshot)[0] + PPROF_SUFFIX

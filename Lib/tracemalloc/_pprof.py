@@ -362,6 +362,9 @@ def encode(snapshot, *, base=None):
     base_sample = None
     if base is not None:
         base_sample = _check_snapshot(base, "base")
+        import tracemalloc
+        tracemalloc._check_same_sampling(snapshot, base,
+                                         "take the difference of")
 
     profile = _Profile()
     _add_samples(profile, snapshot, 1, b'')
