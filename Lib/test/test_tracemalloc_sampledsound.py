@@ -402,5 +402,140 @@ class CompareSamplingTests(unittest.TestCase):
                                   process.stderr)
 
 
+# --------------------------------------------------------------------------
+# 2.9: dump_on_signal() and fork
+
+SIGNAL = getattr(signal, 'SIGUSR2', None)
+
+FORK_SCRIPT = r"""
+import importlib.abc, importlib.machinery, json, os, signal, sys, threading, time
+import tracemalloc
+
+directory, pattern, mode = sys.argv[1:4]
+PARENT = os.getpid()
+importing = threading.Event()
+release = threading.Event()
+
+
+class SlowLoader(importlib.abc.Loader):
+    # Runs the module's code only once the parent has forked: the module is
+    # half imported meanwhile, its import lock held by the dump's thread.
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        importing.set()
+        release.wait(60)
+        self.loader.exec_module(module)
+
+
+class SlowImport(importlib.abc.MetaPathFinder):
+    # Slows the import of the writer modules by the dump's thread in the
+    # parent, so that the fork happens in the middle of it.
+    def find_spec(self, name, path=None, target=None):
+        if (name in ('tracemalloc._pprof', 'tracemalloc._snapshotfile')
+                and os.getpid() == PARENT
+                and threading.current_thread().name == 'tracemalloc-dump'):
+            spec = importlib.machinery.PathFinder.find_spec(name, path,
+                                                            target)
+            if spec is not None:
+                spec.loader = SlowLoader(spec.loader)
+            return spec
+        return None
+
+
+def wait_for_dumps():
+    for thread in threading.enumerate():
+        if thread.name == 'tracemalloc-dump':
+            thread.join(15)
+            if thread.is_alive():
+                return False
+    return True
+
+
+sys.meta_path.insert(0, SlowImport())
+tracemalloc.start()
+tracemalloc.dump_on_signal(signal.SIGUSR2, os.path.join(directory, pattern))
+signal.raise_signal(signal.SIGUSR2)
+if mode == 'during':
+    # Fork while the first dump is being written (its thread importing
+    # the writer), if it is; else once it is done.
+    while not importing.is_set() and not all(
+            t.name != 'tracemalloc-dump' for t in threading.enumerate()):
+        time.sleep(0.01)
+else:
+    wait_for_dumps()
+pid = os.fork()
+if pid == 0:
+    signal.raise_signal(signal.SIGUSR2)
+    os._exit(0 if wait_for_dumps() else 3)
+release.set()
+_, status = os.waitpid(pid, 0)
+wait_for_dumps()
+signal.raise_signal(signal.SIGUSR2)
+wait_for_dumps()
+print(json.dumps({'child': os.waitstatus_to_exitcode(status),
+                  'files': sorted(os.listdir(directory))}))
+"""
+
+
+@unittest.skipUnless(SIGNAL is not None and hasattr(os, 'fork'),
+                     "needs SIGUSR2 and os.fork()")
+class DumpOnSignalForkTests(unittest.TestCase):
+
+    def run_script(self, pattern, mode):
+        import json
+        with tempfile.TemporaryDirectory() as directory:
+            process = subprocess.run(
+                [sys.executable, '-c', FORK_SCRIPT, directory, pattern,
+                 mode], env=child_env(), capture_output=True, text=True,
+                timeout=120, stdin=subprocess.DEVNULL)
+        self.assertEqual(process.returncode, 0, process.stderr)
+        return json.loads(process.stdout), process.stderr
+
+    def test_writer_modules_imported_at_install(self):
+        code = textwrap.dedent("""
+            import signal, sys, tempfile, tracemalloc
+            tracemalloc.dump_on_signal(signal.SIGUSR2,
+                                       tempfile.gettempdir() + '/x-{n}.pb')
+            print(all(name in sys.modules for name in (
+                'tracemalloc._pprof', 'tracemalloc._snapshotfile', 'json',
+                'zlib', 'gzip')))
+            """)
+        process = subprocess.run([sys.executable, '-c', code],
+                                 env=child_env(), capture_output=True,
+                                 text=True, timeout=120)
+        self.assertEqual(process.returncode, 0, process.stderr)
+        self.assertEqual(process.stdout.strip(), 'True')
+
+    def test_child_forked_during_first_dump_can_dump(self):
+        for pattern in ('p-{pid}-{n}.pb.gz', 's-{pid}-{n}.tracemalloc'):
+            with self.subTest(pattern=pattern):
+                result, stderr = self.run_script(pattern, 'during')
+                self.assertEqual(result['child'], 0, stderr)
+                # The parent's two dumps and the child's one.
+                self.assertEqual(len(result['files']), 3, (result, stderr))
+                self.assertNotIn('cannot write', stderr)
+
+    def test_child_and_parent_write_distinct_names(self):
+        for pattern in ('dump-{n}.pb.gz', 'dump-{n}.tracemalloc'):
+            with self.subTest(pattern=pattern):
+                result, stderr = self.run_script(pattern, 'after')
+                self.assertEqual(result['child'], 0, stderr)
+                files = result['files']
+                self.assertEqual(len(files), 3, (files, stderr))
+                suffix = pattern.split('}', 1)[1]
+                parent = [name for name in files if '-pid' not in name]
+                self.assertEqual(parent, sorted(['dump-1' + suffix,
+                                                 'dump-2' + suffix]))
+                child = [name for name in files if '-pid' in name]
+                self.assertEqual(len(child), 1, files)
+                self.assertRegex(child[0],
+                                 r'^dump-1-pid\d+' + re.escape(suffix) + '$')
+
+
 if __name__ == "__main__":
     unittest.main()

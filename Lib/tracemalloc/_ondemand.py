@@ -52,10 +52,45 @@ _busy = threading.Lock()
 
 
 def _after_fork_in_child():
-    global _busy
+    global _busy, _counter
     # A dump that the parent was writing has no thread in the child: its
     # lock would stay held, and every signal of the child be ignored.
     _busy = threading.Lock()
+    # The child numbers its own dumps from 1, and a pattern without {pid}
+    # gets the child's process id, so that parent and child never write
+    # the same file.
+    _counter = 0
+    for dumper in _installed.values():
+        dumper.pattern = _with_pid(dumper.pattern)
+
+
+def _with_pid(pattern):
+    """*pattern*, with ``-pid{pid}`` before its suffix if it has no {pid}
+    field: ``dump-{n}.pb.gz`` becomes ``dump-{n}-pid{pid}.pb.gz``."""
+    fields = {field for _, field, _, _ in string.Formatter().parse(pattern)}
+    if 'pid' in fields:
+        return pattern
+    directory, name = os.path.split(pattern)
+    for suffix in _PPROF_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            stem = name[:-len(suffix)]
+            break
+    else:
+        stem, suffix = os.path.splitext(name)
+        if '{' in suffix or '}' in suffix:
+            stem, suffix = name, ''
+    return os.path.join(directory, f"{stem}-pid{{pid}}{suffix}")
+
+
+def _import_writers():
+    # Import now, in the thread that installs the handler, everything that
+    # writing a dump imports.  A dump's thread that imported them itself
+    # would hold their import locks while it runs: a child forked then
+    # inherits the locks held by a thread that it does not have, and its
+    # own dumps would wait for them forever.
+    import json
+    import zlib
+    from tracemalloc import _pprof, _snapshotfile
 
 
 if hasattr(os, 'register_at_fork'):
@@ -220,6 +255,12 @@ def dump_on_signal(signum=_DEFAULT_SIGNAL, path=DEFAULT_PATH, *,
     is not, it writes nothing and says so on stderr) and writes it in a
     thread.  Errors are reported on stderr, never raised into the program.
 
+    A child made by os.fork() keeps the handlers; its dumps are numbered
+    from 1 again, and a pattern without {pid} gets ``-pid{pid}`` before
+    its suffix in the child (``dump-{n}.pb.gz`` is written as
+    ``dump-1-pid4242.pb.gz``), so that the child never writes the
+    parent's names.
+
     ``dump_on_signal(None)`` removes every handler installed this way and
     puts back the handlers that they replaced.  Like signal.signal(), it
     must be called from the main thread.
@@ -231,6 +272,7 @@ def dump_on_signal(signum=_DEFAULT_SIGNAL, path=DEFAULT_PATH, *,
         return None
     signum = _check_signal(signum)
     pattern = _check_pattern(path)
+    _import_writers()
     if format is None:
         format = _guess_format(pattern)
     elif format not in _FORMATS:
