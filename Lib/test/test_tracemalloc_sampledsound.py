@@ -158,6 +158,24 @@ class RunPeakCLITests(unittest.TestCase):
         self.assertIn("target.py", report.split("#1:", 1)[1]
                       .split("\n#2", 1)[0].split("other sites")[0])
 
+    def test_sampled_peak_labelled_upper_bound(self):
+        # 2.12: the sampled peak is the running maximum of a noisy
+        # estimate; the report says so.
+        report = self.run_peak()
+        self.assertIn("sampled peak of traced memory (an upper bound",
+                      report.splitlines()[0])
+
+    def test_exact_peak_not_labelled(self):
+        process = subprocess.run(
+            [sys.executable, "-X", "tracemalloc", "-m", "tracemalloc", "run",
+             "--peak", "--top", "1", self.target],
+            cwd=self.directory, env=child_env(),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=300)
+        self.assertEqual(process.returncode, 0, process.stderr)
+        self.assertIn("live at the peak of traced memory", process.stderr)
+        self.assertNotIn("upper bound", process.stderr)
+
     def test_group_by_traceback(self):
         self.assertPeakInReport(self.run_peak("--group-by", "traceback"))
 
@@ -177,6 +195,8 @@ class RunPeakCLITests(unittest.TestCase):
         self.assertPeakInReport(self.run_peak("--html", output))
         with open(output, encoding="utf-8") as file:
             html = file.read()
+        # 2.12: the sampled peak is labelled as the upper bound it is.
+        self.assertIn("sampled peak (an upper bound)", html)
         sizes = [int(size) for size in re.findall(r'"size":\s*(\d+)', html)]
         self.assertTrue(sizes, "no size in the HTML report")
         self.assertGreater(max(sizes), 6_000_000)

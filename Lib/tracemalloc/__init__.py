@@ -1162,6 +1162,11 @@ def take_snapshot(*, peak=False, threads=False):
     is given the average size of its traceback's blocks.  With *threads*,
     every trace records the thread that allocated it (Trace.thread) and
     statistics('thread') groups by thread.
+
+    Under sampling, the peak is the highest value that the estimate of
+    traced memory reached: an upper bound of the true peak, whose excess
+    grows slowly with the number of allocations since start() or
+    reset_peak() (see the "Sampled peaks" section of the documentation).
     """
     if not is_tracing():
         raise RuntimeError("the tracemalloc module must be tracing memory "

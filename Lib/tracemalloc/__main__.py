@@ -423,6 +423,11 @@ def _format_run_report(stats, options, traceback_limit, file):
     write = file.write
     when = ("live at the peak of traced memory"
             if getattr(options, "peak", False) else "still held at exit")
+    if getattr(options, "peak", False) and tracemalloc.get_sample():
+        # A sampled peak is the highest value that a noisy estimate
+        # reached: it overstates the true peak (issue 29, 2.12).
+        when = ("live at the sampled peak of traced memory (an upper "
+                "bound: the highest the estimate reached)")
     if not grown:
         write(f"tracemalloc: no memory allocated by {options.target} is "
               f"{when}\n")
@@ -534,6 +539,8 @@ def command_run(argv, prog=f"{PROG} run"):
               file=report_file)
     if options.html:
         what = "at its peak" if options.peak else "held at exit"
+        if options.peak and final.sample:
+            what = "at its sampled peak (an upper bound)"
         _write_html(parser, final, options.html, base=baseline,
                     title=f"memory {what} by {options.target}")
     # Only now may the target's module-level objects go away.
