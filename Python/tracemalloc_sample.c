@@ -59,6 +59,17 @@ _Thread_local int64_t _PyTraceMalloc_sample_left _PyTraceMalloc_TLS_IE;
 static _Thread_local uint64_t sample_rng;
 static _Thread_local uint32_t sample_epoch;
 
+/* A countdown never holds more than SAMPLE_CHECK_BYTES: the rest of a
+   longer distance waits in sample_rest, and the thread comes back to
+   sample_crossed() at least every SAMPLE_CHECK_BYTES bytes it allocates.
+   That is when it sees a new epoch: a thread that drew a distance of 2^40
+   bytes under one start() draws afresh within 64 KiB of the next start()
+   or seed, instead of being estimated at 0 (issue 29, item 1.1).  The
+   inline countdown is unchanged; a thread pays one slow-path call per
+   64 KiB only while its interval is larger than that. */
+#define SAMPLE_CHECK_BYTES ((int64_t)1 << 16)
+static _Thread_local int64_t sample_rest;
+
 /* 0: PTR is certainly not a sampled block.  Any thread, without the lock:
    a block being freed was added before its address reached the freeing
    thread, and its counter cannot drop until it is removed. */
@@ -188,6 +199,20 @@ sample_draw(uint64_t interval)
     return (int64_t)d;
 }
 
+/* This thread's countdown to a sampling point DISTANCE bytes away. */
+static inline void
+sample_arm(int64_t distance)
+{
+    if (distance > SAMPLE_CHECK_BYTES) {
+        sample_left = SAMPLE_CHECK_BYTES;
+        sample_rest = distance - SAMPLE_CHECK_BYTES;
+    }
+    else {
+        sample_left = distance;
+        sample_rest = 0;
+    }
+}
+
 /* This thread's countdown ran out (sample_left <= 0) within an allocation
    of SIZE bytes: 1 if that allocation is sampled.  Draws the next
    distance.  A thread that has not drawn in this epoch (a new thread, or
@@ -207,12 +232,22 @@ sample_crossed(size_t size)
         sample_rng = __atomic_load_n(&tm.sample.seed, __ATOMIC_RELAXED)
                      ^ (seq * UINT64_C(0xD1B54A32D192ED03));
         sample_epoch = epoch;
-        sample_left = sample_draw(interval) - (int64_t)size;
-        if (sample_left > 0) {
+        int64_t first = sample_draw(interval) - (int64_t)size;
+        if (first > 0) {
+            sample_arm(first);
             return 0;
         }
     }
-    sample_left = sample_draw(interval);
+    else if (sample_rest > 0) {
+        /* A checkpoint, not a sampling point: what is left of the
+           distance after this allocation. */
+        int64_t left = sample_rest + sample_left;
+        if (left > 0) {
+            sample_arm(left);
+            return 0;
+        }
+    }
+    sample_arm(sample_draw(interval));
     return 1;
 }
 
@@ -242,7 +277,13 @@ sample_new_epoch(void)
     sample_rng = __atomic_load_n(&tm.sample.seed, __ATOMIC_RELAXED);
     sample_epoch = epoch;
     uint64_t interval = tm.sample.interval;
-    sample_left = interval ? sample_draw(interval) : 0;
+    if (interval) {
+        sample_arm(sample_draw(interval));
+    }
+    else {
+        sample_left = 0;
+        sample_rest = 0;
+    }
 }
 
 /* Under the engine lock, before tracing starts: the interval (0: exact). */
