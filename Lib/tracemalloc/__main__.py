@@ -87,7 +87,9 @@ def _size(text):
         value = float(number) * _SIZE_SUFFIXES[suffix]
     except (ValueError, KeyError):
         value = -1
-    if value < 0:
+    # inf, 1e400 and nan are no size (int() of them raised OverflowError
+    # or ValueError, a traceback instead of a usage error).
+    if not 0 <= value < float('inf'):
         raise argparse.ArgumentTypeError(
             f"must be a size in bytes such as 1000, 64KiB or 2MB, "
             f"not {text!r}")
@@ -466,7 +468,7 @@ def command_run(argv, prog=f"{PROG} run"):
     if prog == PROG:
         usage = (f"{PROG} [run] [options] (script.py | -m module) "
                  f"[args ...]\n       {PROG} "
-                 f"{{leaks,top,diff,html}} ... (see COMMAND --help)")
+                 f"{{{','.join(COMMANDS[1:])}}} ... (see COMMAND --help)")
     else:
         usage = f"{prog} [options] (script.py | -m module) [args ...]"
     parser = _run_parser(prog, usage)
