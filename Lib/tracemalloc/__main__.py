@@ -824,6 +824,9 @@ def command_leaks(argv):
     # The report goes where stderr was, even if the target replaces it.
     report_file = sys.stderr
     progress = None
+    # A coroutine or generator function's body runs in each round (the
+    # counter below would hide what func is).
+    func = leaks._completing(func)
     if not options.quiet:
         progress = _Progress(target, options.warmup, options.rounds,
                              report_file, PROGRESS_DELAY)

@@ -40,6 +40,7 @@ stopped, cleared or restarted while it ran, or when its rounds did not all
 run.
 """
 
+import functools
 import gc
 import linecache
 import sys
@@ -188,7 +189,14 @@ class LeakCheck:
     # Running
 
     def run(self, func):
-        """Run *func()* warmup + rounds times; return the LeakReport."""
+        """Run *func()* warmup + rounds times; return the LeakReport.
+
+        A coroutine function runs to completion in each round, with
+        asyncio.run(); a generator function or an asynchronous generator
+        function is exhausted: their bodies are the workload, not the
+        making of a coroutine or generator object that nothing runs.
+        """
+        func = _completing(func)
         try:
             self._begin()
             for index in range(self.warmup + self.rounds):
@@ -294,6 +302,39 @@ class LeakCheck:
             title=self.title)
         self._recorder = self._ownership = self._guard = None
         return report
+
+
+def _completing(func):
+    """*func*, or a callable that runs the body of the coroutine function,
+    generator function or asynchronous generator function *func* to its
+    end (see LeakCheck.run())."""
+    import inspect
+    if inspect.iscoroutinefunction(func):
+        return functools.partial(_run_coroutine, func)
+    if inspect.isgeneratorfunction(func):
+        return functools.partial(_exhaust, func)
+    if inspect.isasyncgenfunction(func):
+        return functools.partial(_run_coroutine, functools.partial(
+            _exhaust_async, func))
+    return func
+
+
+@_leakcore.calls_workload
+def _run_coroutine(func):
+    import asyncio
+    return asyncio.run(func())
+
+
+@_leakcore.calls_workload
+def _exhaust(func):
+    for _ in func():
+        pass
+
+
+@_leakcore.calls_workload
+async def _exhaust_async(func):
+    async for _ in func():
+        pass
 
 
 def check(func, **options):
