@@ -47,6 +47,11 @@ engine_reset_unlocked(void)
     }
     engine_recount_memory();
     generation_bump();
+    /* The fresh block was the last resize of a run, or of the traces
+       just cleared: its free may since have gone unseen (tracing off, or
+       an inline free in sampling mode), and another object may land at
+       its address (issue 29, item 1.2). */
+    fresh_reset();
 }
 
 /* Make the tables ready for tracing; -1 when out of memory. */
@@ -186,8 +191,7 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
     sample_configure(sample);
     int res = engine_start_unlocked();
     if (res == 0) {
-        _PyTraceMalloc_SET_TRACING(sample ? _PyTraceMalloc_SAMPLED
-                                          : _PyTraceMalloc_EXACT);
+        _PyTraceMalloc_SET_TRACING(sample_mode_word());
     }
     else {
         engine_reset_unlocked();
@@ -222,6 +226,12 @@ _PyTraceMalloc_ClearTraces(void)
     int side = engine_lock();
     /* Keeps the cct's cache: cannot fail. */
     engine_reset_unlocked();
+    if (tm.sample.interval) {
+        /* The filter was emptied: sampling mode's inline paths again if
+           the allocators are known now, else the hooks (set again). */
+        sample_routed = 0;
+        _PyTraceMalloc_SET_TRACING(sample_mode_word());
+    }
     engine_leave(side);
 }
 
@@ -246,6 +256,10 @@ _PyTraceMalloc_AllocatorChanged(int domain)
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     _PyTraceMalloc_blocks_exact = 0;
+    if (tm.sample.interval && _PyTraceMalloc_TRACING()) {
+        /* Sampling: the hooks must see the new allocator's calls. */
+        _PyTraceMalloc_SET_TRACING(sample_mode_word());
+    }
     engine_leave(side);
 }
 

@@ -136,6 +136,16 @@ fresh_forget(void *ptr)
     }
 }
 
+/* start(), stop() and clear_traces(), under the engine lock: no fresh
+   block survives into the next run or the next traces. */
+static void
+fresh_reset(void)
+{
+    if (_PyTraceMalloc_HoldsGIL()) {
+        fresh_block = 0;
+    }
+}
+
 void
 _PyTraceMalloc_ForgetFresh(void)
 {
@@ -168,9 +178,12 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
         else {
             res = store_add(domain, (uintptr_t)ptr, size, node,
                             pooled && side, block);
-            if (resized && res == 0
+            if (resized && res == 0 && gil_held
                 && domain == _PyTraceMalloc_DEFAULT_DOMAIN && side) {
-                /* Only with the GIL: objects are made with it. */
+                /* Only the mem and obj domains, with the GIL: objects
+                   are made there.  Not the raw domain, even with the GIL
+                   held: its free may come without the GIL, which may not
+                   clear the fresh block (issue 29, item 1.3). */
                 fresh_block = (uintptr_t)ptr;
             }
         }
@@ -275,10 +288,47 @@ exact_malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
     return traced_result(alloc, ptr, size, 0);
 }
 
+/* Sampling mode with a user allocator (see sample_mode_word()): the
+   inline entry points send every call here, with the countdown left
+   alone.  1 if an allocation of SIZE bytes is not sampled: it is one the
+   user allocator makes for itself while serving a call (left off the
+   countdown, as exact mode leaves it untraced: issue 29, item 1.4), or
+   the countdown did not run out within it.  0: go on as the inline path
+   does when the countdown ran out. */
+static inline int
+routed_skip(size_t size)
+{
+    if (_PyTraceMalloc_MODE() < 0) {
+        return 0;       /* the inline path took SIZE off already */
+    }
+    return tm_untraced_depth > 0 || (sample_left -= (int64_t)size) > 0;
+}
+
+Py_NO_INLINE static void *
+routed_malloc(PyMemAllocatorEx *alloc, size_t size)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->malloc(alloc->ctx, size);
+    tm_untraced_depth--;
+    return ptr;
+}
+
+Py_NO_INLINE static void *
+routed_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
+    tm_untraced_depth--;
+    return ptr;
+}
+
 void *
 _PyTraceMalloc_MallocHook(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
     if (sample_interval()) {
+        if (routed_skip(size)) {
+            return routed_malloc(alloc, size);
+        }
         return sampled_malloc(alloc, size, gil_held);
     }
     return exact_malloc(alloc, size, gil_held);
@@ -299,6 +349,9 @@ _PyTraceMalloc_CallocHook(PyMemAllocatorEx *alloc, size_t nelem,
                           size_t elsize, int gil_held)
 {
     if (sample_interval()) {
+        if (routed_skip(nelem * elsize)) {
+            return routed_calloc(alloc, nelem, elsize);
+        }
         return sampled_calloc(alloc, nelem, elsize, gil_held);
     }
     return exact_calloc(alloc, nelem, elsize, gil_held);
@@ -388,7 +441,10 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
     if (sampled) {
         /* The resized block is a new allocation of SIZE bytes for the
            countdown. */
-        if (sampled == 1 && (sample_left -= (int64_t)size) > 0) {
+        if (sampled == 1 && (tm_untraced_depth > 0
+                             || (sample_left -= (int64_t)size) > 0)) {
+            /* Not sampled, or a user allocator's own block (left off the
+               countdown, see routed_skip()). */
             return ptr2;
         }
         if (!sample_crossed(size)) {

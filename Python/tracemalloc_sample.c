@@ -286,6 +286,9 @@ sample_new_epoch(void)
     }
 }
 
+/* 1 while sampling goes through the hooks (see sample_mode_word()). */
+static int sample_routed;
+
 /* Under the engine lock, before tracing starts: the interval (0: exact). */
 static void
 sample_configure(uint64_t interval)
@@ -303,6 +306,37 @@ sample_configure(uint64_t interval)
     }
     sample_new_epoch();
     sample_filter_fill(interval ? 0 : UINT8_MAX);
+    sample_routed = 0;
+}
+
+/* Sampling mode with a user allocator installed on the mem or obj domain
+   (_PyTraceMalloc_blocks_exact 0: PyMem_SetAllocator() ran): that
+   allocator may get its own blocks through the public API, and the inline
+   entry points, which call it directly, cannot mark them untraced without
+   a cost on every call.  So the mode word says "exact" (every allocation
+   goes to the hooks, which take the countdown themselves and raise the
+   untraced depth around the allocator, see routed_skip()) and every
+   counter of the filter is set (every free and resize goes to the hooks
+   too).  Kept until the next start() or clear_traces() that finds the
+   allocators known again.  Under the engine lock; returns the mode word
+   for the configured interval. */
+
+static int
+sample_mode_word(void)
+{
+    if (tm.sample.interval == 0) {
+        sample_routed = 0;
+        return _PyTraceMalloc_EXACT;
+    }
+    if (_PyTraceMalloc_blocks_exact) {
+        sample_routed = 0;
+        return _PyTraceMalloc_SAMPLED;
+    }
+    if (!sample_routed) {
+        sample_filter_fill(UINT8_MAX);
+        sample_routed = 1;
+    }
+    return _PyTraceMalloc_EXACT;
 }
 
 int
