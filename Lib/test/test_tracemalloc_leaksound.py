@@ -4,6 +4,10 @@ that failed before its fix.
 2.5: a coroutine function, a generator function or an asynchronous
 generator function as the target got a clean verdict: its body never ran.
 It now runs to its end in each round.
+
+2.1: an async test method of an IsolatedAsyncioTestCase never ran under
+@no_leaks or LeakCheckMixin (a failing one passed), and asyncSetUp() and
+asyncTearDown() did not run again between rounds.
 """
 
 import os
@@ -14,6 +18,7 @@ import textwrap
 import unittest
 
 from tracemalloc import leaks
+from tracemalloc.testing import LeakCheckMixin, no_leaks
 
 KEEP = []
 
@@ -88,6 +93,124 @@ class TargetKindsTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 1, proc.stderr)
         self.assertIn("amod.py:5", proc.stderr)
         self.assertNotIn("never awaited", proc.stderr)
+
+
+def run_case(case_class, *names):
+    """Run the tests *names* of *case_class*; return the TestResult."""
+    suite = unittest.TestSuite(case_class(name) for name in names)
+    result = unittest.TestResult()
+    suite.run(result)
+    return result
+
+
+class AsyncTestsTest(unittest.TestCase):
+    """2.1: async test methods run in each round, on the test's loop."""
+
+    def make_case(self, base):
+        events = []
+
+        class Case(*base, unittest.IsolatedAsyncioTestCase):
+            leak_check_warmup = 1
+            leak_check_rounds = 3
+
+            async def asyncSetUp(self):
+                import asyncio
+                events.append("asyncSetUp")
+                self.loop = asyncio.get_running_loop()
+
+            async def asyncTearDown(self):
+                events.append("asyncTearDown")
+
+            async def test_fails(self):
+                events.append("test")
+                self.fail("the body of the async test ran")
+
+            async def test_passes(self):
+                events.append("test")
+
+            async def test_leaks(self):
+                KEEP.append([0] * 1000)
+
+            @no_leaks(warmup=1, rounds=3)
+            async def test_decorated_fails(self):
+                events.append("test")
+                self.fail("the body of the async test ran")
+
+            @no_leaks(warmup=1, rounds=3)
+            async def test_decorated_passes(self):
+                events.append("test")
+
+            @no_leaks(warmup=1, rounds=3)
+            async def test_decorated_on_test_loop(self):
+                import asyncio
+                self.assertIs(asyncio.get_running_loop(), self.loop)
+
+            async def test_on_test_loop(self):
+                import asyncio
+                self.assertIs(asyncio.get_running_loop(), self.loop)
+
+            @no_leaks(warmup=1, rounds=3)
+            async def test_decorated_leaks(self):
+                KEEP.append([0] * 1000)
+
+        return Case, events
+
+    def tearDown(self):
+        KEEP.clear()
+
+    def test_mixin_async_failure_propagates(self):
+        Case, events = self.make_case((LeakCheckMixin,))
+        result = run_case(Case, "test_fails")
+        self.assertEqual(len(result.failures), 1, result.errors)
+        self.assertIn("the body of the async test ran",
+                      result.failures[0][1])
+        self.assertEqual(events.count("test"), 1)
+
+    def test_mixin_async_rounds_rerun_fixtures(self):
+        Case, events = self.make_case((LeakCheckMixin,))
+        result = run_case(Case, "test_passes")
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+        self.assertEqual(events, ["asyncSetUp", "test", "asyncTearDown"] * 4)
+
+    def test_mixin_async_leak_found(self):
+        Case, events = self.make_case((LeakCheckMixin,))
+        result = run_case(Case, "test_leaks")
+        self.assertEqual(len(result.failures), 1, result.errors)
+        self.assertIn("leak", result.failures[0][1])
+
+    def test_no_leaks_async_failure_propagates(self):
+        Case, events = self.make_case(())
+        result = run_case(Case, "test_decorated_fails")
+        self.assertEqual(len(result.failures), 1, result.errors)
+        self.assertIn("the body of the async test ran",
+                      result.failures[0][1])
+
+    def test_no_leaks_async_runs_each_round(self):
+        Case, events = self.make_case(())
+        result = run_case(Case, "test_decorated_passes")
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+        self.assertEqual(events.count("test"), 4)
+        self.assertNotIn("never awaited", str(result.errors))
+
+    def test_no_leaks_async_runs_on_test_loop(self):
+        Case, events = self.make_case(())
+        result = run_case(Case, "test_decorated_on_test_loop")
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+
+    def test_mixin_async_runs_on_test_loop(self):
+        Case, events = self.make_case((LeakCheckMixin,))
+        result = run_case(Case, "test_on_test_loop")
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+
+    def test_no_leaks_async_leak_found(self):
+        Case, events = self.make_case(())
+        result = run_case(Case, "test_decorated_leaks")
+        self.assertEqual(len(result.failures), 1, result.errors)
+        self.assertIn("leak", result.failures[0][1])
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ around every round, so that what a test's fixture holds is released between
 rounds; the decorator repeats the test method alone.
 """
 
+import contextvars
 import functools
+import inspect
 import unittest
 
 from tracemalloc import _leakcore, leaks
@@ -75,11 +77,57 @@ def _call_test_round(test_case, method, state):
     call = _leakcore.call_workload
     if state[0]:
         # Fresh fixtures for each round after the first, as for a new test.
-        call(test_case.tearDown)
-        call(test_case.doCleanups)
-        call(test_case.setUp)
+        if _is_async_case(test_case):
+            # asyncTearDown(), the async cleanups and asyncSetUp() too, on
+            # the test's own loop.
+            call(_run_async, test_case, test_case.asyncTearDown)
+            call(test_case.tearDown)
+            call(_async_cleanups, test_case)
+            call(test_case.setUp)
+            call(_run_async, test_case, test_case.asyncSetUp)
+        else:
+            call(test_case.tearDown)
+            call(test_case.doCleanups)
+            call(test_case.setUp)
     state[0] = True
-    call(method)
+    _call_test_method(test_case, method)
+
+
+def _is_async_case(test_case):
+    return getattr(test_case, '_asyncioRunner', None) is not None
+
+
+@_leakcore.calls_workload
+def _run_async(test_case, func, *args, **kwargs):
+    """Run the coroutine function *func* to its end on the loop of the
+    IsolatedAsyncioTestCase *test_case*.  unittest calls the (synchronous)
+    checked method inside the test's context, which a task cannot enter a
+    second time: the task runs in a copy of it."""
+    return test_case._asyncioRunner.run(func(*args, **kwargs),
+                                        context=contextvars.copy_context())
+
+
+@_leakcore.calls_workload
+def _async_cleanups(test_case):
+    """The cleanups of an IsolatedAsyncioTestCase, last added first, the
+    async ones on its loop (doCleanups() would enter the test's context
+    again)."""
+    while test_case._cleanups:
+        function, args, kwargs = test_case._cleanups.pop()
+        if inspect.iscoroutinefunction(function):
+            _run_async(test_case, function, *args, **kwargs)
+        else:
+            function(*args, **kwargs)
+
+
+def _call_test_method(test_case, method, *args, **kwargs):
+    """Call the test *method* through call_workload(); an async one (of an
+    IsolatedAsyncioTestCase) runs to its end on the test's own loop, as
+    unittest runs it: not a coroutine made and dropped."""
+    call = _leakcore.call_workload
+    if inspect.iscoroutinefunction(method) and _is_async_case(test_case):
+        return call(_run_async, test_case, method, *args, **kwargs)
+    return call(method, *args, **kwargs)
 
 
 def no_leaks(method=None, **options):
@@ -106,9 +154,17 @@ def no_leaks(method=None, **options):
         else:
             check_options.setdefault('title',
                                      getattr(method, '__qualname__', None))
-        _check_or_fail(test_case,
-                       functools.partial(method, *args, **kwargs),
-                       check_options)
+        if (isinstance(test_case, unittest.TestCase)
+                and inspect.iscoroutinefunction(method)):
+            # An async test method of an IsolatedAsyncioTestCase: each
+            # round runs it on the test's loop (the rounds of a plain
+            # coroutine function run with asyncio.run(): LeakCheck.run()).
+            func = functools.partial(_call_test_method, test_case,
+                                     functools.partial(method, *args,
+                                                       **kwargs))
+        else:
+            func = functools.partial(method, *args, **kwargs)
+        _check_or_fail(test_case, func, check_options)
 
     checked.__tracemalloc_leak_check__ = True
     return checked
