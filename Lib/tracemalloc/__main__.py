@@ -106,15 +106,23 @@ def _add_nframe(parser):
 
 def _ensure_tracing(parser, nframe):
     """Start tracing with *nframe* frames (or restart it with another
-    limit when -n was given explicitly)."""
+    limit when -n was given explicitly).
+
+    A restart keeps the sampling interval of the process (-X
+    tracemalloc_sample, PYTHONTRACEMALLOCSAMPLE): -n changes the frame
+    limit only, it does not turn a sampled process into an exact one
+    (issue 29, 2.13)."""
+    sample = None
     if is_tracing():
         if nframe is None or tracemalloc.get_traceback_limit() == nframe:
             return
         # An explicit -n wins over PYTHONTRACEMALLOC or -X tracemalloc: what
         # was traced so far belongs to the baseline anyway.
+        sample = tracemalloc.get_sample()
         tracemalloc.stop()
     try:
-        start(_leakcore.DEFAULT_NFRAME if nframe is None else nframe)
+        start(_leakcore.DEFAULT_NFRAME if nframe is None else nframe,
+              sample=sample)
     except ValueError as exc:
         parser.error(f"argument -n/--nframe: {exc}")
 
@@ -801,6 +809,15 @@ def command_leaks(argv):
         parser.error("--min-rounds cannot exceed --rounds")
     if options.html:
         _check_html_report_module(parser)
+    sample = tracemalloc.get_sample() if is_tracing() else None
+    if sample is not None:
+        # Said before the target is loaded: it never runs (issue 29, 2.13
+        # and 2.20; -n must not turn the process exact behind its back).
+        parser.exit(EXIT_USAGE,
+                    f"{parser.prog}: error: tracemalloc is sampling (one "
+                    f"sample per {sample} bytes on average) and a leak "
+                    f"check needs exact tracing: run without -X "
+                    f"tracemalloc_sample or PYTHONTRACEMALLOCSAMPLE\n")
     target = options.target
     try:
         if ':' in target and not os.path.exists(target):
@@ -838,6 +855,12 @@ def command_leaks(argv):
             raise
         if progress is not None:
             progress.stop()
+        if (isinstance(exc, leaks.LeakCheckError)
+                and _skip_runner_frames(exc.__traceback__) is None):
+            # The checker's own refusal (tracing stopped or cleared while
+            # it ran), not an error of the target (issue 29, 2.20).
+            print(f"{parser.prog}: error: {exc}", file=report_file)
+            return EXIT_USAGE
         _print_target_error(exc, report_file)
         print(f"{parser.prog}: error: the target {target!r} raised "
               f"{type(exc).__name__}; no verdict", file=report_file)
