@@ -23,9 +23,11 @@ A checked test runs warmup + rounds times, each run as pytest runs a test:
 setup, call, teardown.  Function-scoped fixtures are set up and torn down
 in every round (a fresh tmp_path, monkeypatch undone, caplog emptied), and
 so are unittest's setUp(), tearDown() and cleanups; fixtures of a wider
-scope (class, module, package, session) stay set up across the rounds, and
-the last round's teardown tears down those that the next test does not
-share, as after any test.  A test that fails, errors or skips in some round
+scope (class, module, package, session) stay set up across the rounds and
+until the last round's snapshot, so that a leak into one of them counts
+even when this test is its last user; then those that the next test does
+not share are torn down, once, as after any test (an error there is the
+test's teardown error).  A test that fails, errors or skips in some round
 gets that round's reports, with a note saying which run it was; it has no
 verdict.  After the last round, a leak turns the test's call report into a
 failure whose message is the leak report: the top sites, each with its
@@ -36,6 +38,7 @@ checked (...)``, whenever some test was to be checked; under pytest-xdist
 the verdicts travel with the test reports, so the controller prints it.
 """
 
+import contextlib
 import functools
 import os
 import re
@@ -238,23 +241,26 @@ def _run_unchecked(item, nextitem, verdict):
 # --------------------------------------------------------------------------
 # The rounds
 
-def _run_round(item, nextitem, last):
+def _run_round(item, nextitem, last, checked=False):
     """Run *item* once as pytest's runtestprotocol() does, without logging
     the reports; return them.
 
-    Unless this is the *last* round or the item did not pass, its teardown
-    stops at the item: the fixtures of a wider scope stay set up for the
-    next round (teardown_exact() keeps the nodes of the "next item"'s
-    chain, here the item's parent's).
+    In a round of a check (*checked*) that passed, the teardown stops at
+    the item: the fixtures of a wider scope stay set up for the next round
+    and for the snapshot that ends this one, the last round's included
+    (teardown_exact() keeps the nodes of the "next item"'s chain, here the
+    item's parent's); _teardown_wider() tears them down after the check.
+    Otherwise (a round that did not pass, a test run once unchecked), the
+    teardown is pytest's.
 
     The warnings of the rounds before the last are dropped: pytest
     records each warning of a test until the test ends, so those of every
     round would add up (and be reported once per round).
     """
     if last:
-        return _run_once(item, nextitem, last)
+        return _run_once(item, nextitem, checked)
     with warnings.catch_warnings(record=True):
-        return _run_once(item, nextitem, last)
+        return _run_once(item, nextitem, checked)
 
 
 def _call_pytest(when, function, *args, **kwargs):
@@ -277,7 +283,7 @@ def _call_pytest(when, function, *args, **kwargs):
     return info.result
 
 
-def _run_once(item, nextitem, last):
+def _run_once(item, nextitem, keep_wider):
     if hasattr(item, "_request") and not item._request:
         _call_pytest("setup", item._initrequest)
     reports = [_call_pytest("setup", call_and_report, item, "setup",
@@ -287,7 +293,7 @@ def _run_once(item, nextitem, last):
             _call_pytest("setup", show_test_item, item)
         reports.append(_call_pytest("call", call_and_report, item, "call",
                                     log=False))
-    if not last and all(report.passed for report in reports):
+    if keep_wider and all(report.passed for report in reports):
         nextitem = item.parent
     reports.append(_call_pytest("teardown", call_and_report, item,
                                 "teardown", log=False, nextitem=nextitem))
@@ -424,10 +430,9 @@ def _run_checked(item, nextitem, options):
             if index:
                 state.restore()
             last = index == total - 1
-            reports = _run_round(item, nextitem, last)
+            reports = _run_round(item, nextitem, last, checked=True)
             if not all(report.passed for report in reports):
-                if not last and all(report.passed
-                                    for report in reports[:-1]):
+                if all(report.passed for report in reports[:-1]):
                     # Only the item's own teardown ran, and failed.
                     _finish_teardown(item, nextitem, reports[-1])
                 break
@@ -451,10 +456,9 @@ def _run_checked(item, nextitem, options):
             reports = _passed_reports(item)
         if reports is None or not reports[-1].passed:
             raise
-        if index < total - 1:
-            # The rounds ended with the item's own teardown: the fixtures
-            # of a wider scope need theirs.
-            item.session._setupstate.teardown_exact(nextitem)
+        # The rounds ended with the item's own teardown: the fixtures of
+        # a wider scope need theirs.
+        reports[-1] = _teardown_wider(item, nextitem, reports[-1])
         setattr(reports[-1], VERDICT_ATTRIBUTE,
                 _verdict("not checked", f"no verdict ({error})"))
         return reports
@@ -462,6 +466,11 @@ def _run_checked(item, nextitem, options):
         rounds.close()
     if index < total:
         return _no_verdict(item, reports, index, total)
+    # Every round passed, and ended with the item's own teardown: the
+    # final snapshot saw the fixtures of a wider scope alive (a leak into
+    # one whose last user is this test is growth like any other).  Now
+    # they are torn down as pytest would have at the end of the test.
+    reports[-1] = _teardown_wider(item, nextitem, reports[-1])
     report = check.report
     if not report:
         verdict = _verdict("checked")
@@ -470,11 +479,34 @@ def _run_checked(item, nextitem, options):
         text = _format_report(item, report)
         call.outcome = "failed"
         call.longrepr = text
+        _drop_xfail(call)
         first = _display_site(item, report.sites[0])
         verdict = _verdict("leaked", site=first.format()[0],
                            sites=str(len(report.sites)))
     setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
     return reports
+
+
+def _drop_xfail(report):
+    """Make a leaking test's failed call *report* an ordinary failure.
+
+    A test marked xfail (not strict) that passes is an XPASS: its call
+    report passed and carries ``wasxfail``.  pytest reads that attribute
+    as "an expected outcome": a report that failed with it counts for no
+    exit status, no -x / --maxfail, and junitxml records it as skipped.
+    The leak is not the failure that the marker expected, so the report
+    loses the attribute, and says what it was.  (A strict XPASS already
+    failed in its first round; an xfail that failed as expected has no
+    verdict: neither gets here.)
+    """
+    reason = getattr(report, "wasxfail", None)
+    if reason is None:
+        return
+    del report.wasxfail
+    note = "the test is marked xfail, and passed (XPASS): the leak fails it"
+    if reason:
+        note += f"; the marker's reason: {reason}"
+    report.sections.append(("tracemalloc leak check", note))
 
 
 def _passed_reports(item):
@@ -484,6 +516,40 @@ def _passed_reports(item):
     return [TestReport.from_item_and_call(
                 item, CallInfo.from_call(lambda: None, when))
             for when in ("setup", "call", "teardown")]
+
+
+def _teardown_wider(item, nextitem, report):
+    """Tear down the fixtures and nodes of a wider scope that *nextitem*
+    does not share, after the rounds of a check whose last teardown
+    stopped at the item; return the test's teardown report: *report*, the
+    last round's, or when this teardown fails (and *report* passed) a
+    failed teardown report of its error, as pytest's own teardown gives.
+
+    The output is captured into the test's report sections as in pytest's
+    teardown phase.  pytest's own pytest_runtest_teardown hooks are not
+    called a second time (its logging plugin's has already dropped the
+    item's log handlers).
+    """
+    from _pytest.outcomes import Exit
+
+    def teardown():
+        item.session._setupstate.teardown_exact(nextitem)
+
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    context = (capture.item_capture("teardown", item)
+               if capture is not None and hasattr(capture, "item_capture")
+               else contextlib.nullcontext())
+    with context:
+        info = CallInfo.from_call(teardown, "teardown",
+                                  reraise=(Exit, KeyboardInterrupt))
+    if info.excinfo is None or not report.passed:
+        if info.excinfo is not None:
+            report.sections.append(
+                ("tracemalloc leak check",
+                 f"tearing down the fixtures of a wider scope also failed: "
+                 f"{info.excinfo.typename}: {info.excinfo.value}"))
+        return report
+    return item.ihook.pytest_runtest_makereport(item=item, call=info)
 
 
 def _finish_teardown(item, nextitem, report):

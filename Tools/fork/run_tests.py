@@ -40,7 +40,7 @@ OURS = [
     "test.test_tracemalloc_sampling",
     "test.test_tracemalloc_sampledsound",  # issue 29: 2.4 2.9-2.12 2.19
     "test.test_tracemalloc_soundness",  # issue 29: engine items 1.x
-    "test.test_tracemalloc_clisound",  # issue 29: 2.18 2.20
+    "test.test_tracemalloc_clisound",  # issue 29: 2.13 2.14 2.16-2.18 2.20
     "test.test_tracemalloc_leaksound",  # issue 29: 2.5
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
@@ -54,6 +54,7 @@ OURS = [
     "test.test_tracemalloc_pprof",  # each reader skips when missing
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
     "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
+    "test.test_tracemalloc_pytestsound",  # issue 29: 2.2 2.3; skips likewise
     "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without the base's pristine
     "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
