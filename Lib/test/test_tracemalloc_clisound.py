@@ -146,5 +146,182 @@ class LeaksMessageTest(unittest.TestCase):
         self.assertIn("no verdict", proc.stderr)
 
 
+PRISTINE = os.environ.get(
+    "TRACEMALLOC_PRISTINE",
+    "/root/.cache/tracemalloc-fork/pristine-3.13.15-build/e45c82448f97/"
+    "Python-3.13.15/python")
+
+
+def run_as_other_user(code, cwd, python=None):
+    """Run *code* as a user for whom a 0444 file is not writable: nobody
+    when the tests run as root (root writes any file), else this user."""
+    kwargs = {}
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        kwargs["user"] = 65534
+    env = dict(os.environ)
+    env.pop("PYTHONTRACEMALLOC", None)
+    return subprocess.run([python or sys.executable, "-c", code], cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, **kwargs)
+
+
+_WRITE_CODE = """
+import os, sys, threading, time, tracemalloc, signal
+tracemalloc.start()
+snapshot = tracemalloc.take_snapshot()
+how = sys.argv[1] if len(sys.argv) > 1 else {how!r}
+try:
+    if how == "dump":
+        snapshot.dump("f")
+    elif how == "open":
+        # What upstream's dump() does: open(filename, 'wb').
+        with open("f", "wb") as f:
+            f.write(b"upstream")
+    elif how == "dump_pprof":
+        snapshot.dump_pprof("f")
+    elif how == "dump_on_signal":
+        tracemalloc.dump_on_signal(signal.SIGUSR1, "f", format="snapshot")
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.01)
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread():
+                thread.join()
+    print("written")
+except OSError as exc:
+    print(type(exc).__name__, exc.filename)
+"""
+
+
+@unittest.skipUnless(hasattr(os, "chmod") and sys.platform != "win32",
+                     "POSIX permissions")
+class ReadOnlyTargetTest(unittest.TestCase):
+    """2.16: a file that open(path, 'wb') refuses is refused, not replaced
+    through a rename that its directory allows."""
+
+    def make_dir(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, tmp)
+        os.chmod(tmp, 0o777)
+        path = os.path.join(tmp, "f")
+        with open(path, "wb") as f:
+            f.write(b"baseline")
+        os.chmod(path, 0o444)
+        return tmp, path
+
+    def assert_refused(self, how):
+        tmp, path = self.make_dir()
+        proc = run_as_other_user(_WRITE_CODE.format(how=how), tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"baseline")
+        return proc
+
+    def test_dump_refuses_read_only(self):
+        proc = self.assert_refused("dump")
+        self.assertEqual(proc.stdout.split(), ["PermissionError", "f"])
+
+    def test_dump_pprof_refuses_read_only(self):
+        proc = self.assert_refused("dump_pprof")
+        self.assertEqual(proc.stdout.split(), ["PermissionError", "f"])
+
+    def test_dump_on_signal_refuses_read_only(self):
+        proc = self.assert_refused("dump_on_signal")
+        self.assertIn("PermissionError", proc.stderr)
+        self.assertNotIn(".tmp", proc.stderr)
+
+    def test_run_output_refuses_read_only(self):
+        tmp, path = self.make_dir()
+        script = os.path.join(tmp, "s.py")
+        with open(script, "w") as f:
+            f.write("x = 1\n")
+        proc = run_as_other_user(
+            "import sys, runpy; sys.argv[1:] = ['run', '-o', 'f', 's.py'];"
+            "runpy.run_module('tracemalloc', run_name='__main__')", tmp)
+        self.assertNotEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"baseline")
+
+    def test_dump_as_open_wb(self):
+        # Upstream's dump() is open(filename, 'wb'): the fork's writes or
+        # refuses as that open does, for this user (root writes a 0444
+        # file) and for another user.
+        for other in (False, True):
+            outcomes = []
+            for how in ("dump", "open"):
+                tmp, path = self.make_dir()
+                code = _WRITE_CODE.format(how=how)
+                if other:
+                    proc = run_as_other_user(code, tmp)
+                else:
+                    proc = subprocess.run([sys.executable, "-c", code],
+                                          cwd=tmp, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True)
+                with open(path, "rb") as f:
+                    outcomes.append((proc.stdout.split(),
+                                     f.read() == b"baseline",
+                                     os.stat(path).st_mode & 0o777))
+            with self.subTest(other_user=other):
+                self.assertEqual(outcomes[0], outcomes[1])
+
+    @unittest.skipUnless(os.path.exists(PRISTINE), "no pristine build")
+    def test_dump_as_pristine(self):
+        # This user (root, in make test): pristine's dump() against ours.
+        outcomes = []
+        for python in (sys.executable, PRISTINE):
+            tmp, path = self.make_dir()
+            proc = subprocess.run([python, "-c",
+                                   _WRITE_CODE.format(how="dump")],
+                                  cwd=tmp, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+            with open(path, "rb") as f:
+                outcomes.append((proc.stdout.split(),
+                                 f.read() == b"baseline",
+                                 os.stat(path).st_mode & 0o777))
+        self.assertEqual(outcomes[0], outcomes[1])
+
+    def test_unreplaceable_but_writable_written_in_place(self):
+        # A writable file in a directory that this user cannot write to:
+        # open(path, 'wb') writes it in place, and so does dump().
+        tmp, path = self.make_dir()
+        os.chmod(path, 0o666)
+        os.chmod(tmp, 0o755)
+        proc = run_as_other_user(_WRITE_CODE.format(how="dump"), tmp)
+        self.assertEqual(proc.stdout.split(), ["written"], proc.stderr)
+        snapshot = tracemalloc.Snapshot.load(path)
+        self.assertIsInstance(snapshot, tracemalloc.Snapshot)
+
+
+class SignalReportLineTest(unittest.TestCase):
+    """2.20: each message of dump_on_signal() is one write of one whole
+    line, so that two threads' messages (a signal flood) never share a
+    line."""
+
+    def test_report_is_one_write(self):
+        from tracemalloc import _ondemand
+
+        class Recorder:
+            def __init__(self):
+                self.writes = []
+
+            def write(self, text):
+                self.writes.append(text)
+                return len(text)
+
+            def flush(self):
+                pass
+
+        recorder = Recorder()
+        old = sys.stderr
+        sys.stderr = recorder
+        try:
+            _ondemand._report("first")
+            _ondemand._report("second")
+        finally:
+            sys.stderr = old
+        self.assertEqual(recorder.writes,
+                         ["tracemalloc: first\n", "tracemalloc: second\n"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -107,7 +107,10 @@ def _report(message):
         # would write to standard output instead.
         return
     try:
-        print(f"tracemalloc: {message}", file=stream, flush=True)
+        # One write of the whole line: print() writes the newline apart,
+        # and another thread's message could land between (issue 29, 2.20).
+        stream.write(f"tracemalloc: {message}\n")
+        stream.flush()
     except Exception:
         # No standard error to tell: the dump stays silent rather than
         # raise into the program.

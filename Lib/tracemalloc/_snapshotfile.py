@@ -747,11 +747,28 @@ def write(filename, data):
     open(filename, 'wb') would.
     """
     path = _replaceable_path(filename)
-    if path is None:
-        with open(filename, 'wb') as fp:
-            fp.write(data)
-    else:
-        write_atomically(path, data)
+    if path is not None:
+        # A file that open(filename, 'wb') refuses (mode 0444 for a user
+        # other than root, an immutable or append-only file) is refused
+        # here too, with the error that open() gives: the rename would
+        # replace it, although the directory allows it (issue 29, 2.16).
+        # Opening for writing without O_TRUNC changes nothing in it.
+        try:
+            fd = os.open(filename, os.O_WRONLY | getattr(os, 'O_BINARY', 0)
+                         | getattr(os, 'O_CLOEXEC', 0)
+                         | getattr(os, 'O_NONBLOCK', 0))
+        except FileNotFoundError:
+            pass
+        else:
+            os.close(fd)
+        if _replace(path, data):
+            return
+    # In place, as open(filename, 'wb') would: a device, a FIFO, or a file
+    # that cannot be replaced (its directory is not writable, or a sticky
+    # directory protects it) although it can be written.  The error, if
+    # any, names *filename*, never a temporary file.
+    with open(filename, 'wb') as fp:
+        fp.write(data)
 
 
 def _replaceable_path(filename):
@@ -819,6 +836,18 @@ def _is_descriptor_directory(directory):
 def write_atomically(filename, data):
     """Write *data* to *filename* through a temporary file and a rename.
 
+    Raise OSError if the temporary file cannot be created or renamed.
+    """
+    if not _replace(filename, data, fail=True):
+        raise AssertionError("unreachable")
+
+
+def _replace(filename, data, fail=False):
+    """Write *data* to *filename* through a temporary file and a rename.
+    Return False (leaving nothing behind) if the temporary file cannot be
+    created in *filename*'s directory or renamed over *filename* and
+    *fail* is false; True once written.
+
     The rename gives *filename* a new file: the other names of a hard-linked
     file keep the previous content.
 
@@ -840,6 +869,10 @@ def write_atomically(filename, data):
             break
         except FileExistsError:
             continue
+        except OSError:
+            if fail:
+                raise
+            return False
     try:
         with open(fd, 'wb') as fp:
             fp.write(data)
@@ -850,10 +883,21 @@ def write_atomically(filename, data):
             os.chmod(temp_path, os.stat(path).st_mode & 0o7777)
         except OSError:
             pass
-        os.replace(temp_path, path)
-    except BaseException:
         try:
-            os.unlink(temp_path)
+            os.replace(temp_path, path)
         except OSError:
-            pass
+            if fail:
+                raise
+            _unlink(temp_path)
+            return False
+    except BaseException:
+        _unlink(temp_path)
         raise
+    return True
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
