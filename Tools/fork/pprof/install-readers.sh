@@ -21,6 +21,9 @@ status=0
 
 missing=""
 command -v protoc >/dev/null 2>&1 || missing="$missing protobuf-compiler"
+# Google's protobuf for Python (test_tracemalloc_sampledsound parses the
+# profiles with it under the system python3).
+python3 -c "import google.protobuf" >/dev/null 2>&1 || missing="$missing python3-protobuf"
 command -v go >/dev/null 2>&1 || missing="$missing golang-go"
 gocode=/usr/share/gocode/src/github.com
 for pkg in golang-github-google-pprof-dev:google/pprof \
