@@ -8,6 +8,11 @@ It now runs to its end in each round.
 2.1: an async test method of an IsolatedAsyncioTestCase never ran under
 @no_leaks or LeakCheckMixin (a failing one passed), and asyncSetUp() and
 asyncTearDown() did not run again between rounds.
+
+2.7: @unittest.expectedFailure on a leaking test that passed: the leak's
+AssertionError counted as the expected failure.  Now a body that fails is
+the expected failure (no leak check verdict), and a body that passes every
+round but leaks is a failure with the leak report.
 """
 
 import os
@@ -211,6 +216,75 @@ class AsyncTestsTest(unittest.TestCase):
         result = run_case(Case, "test_decorated_leaks")
         self.assertEqual(len(result.failures), 1, result.errors)
         self.assertIn("leak", result.failures[0][1])
+
+
+class ExpectedFailureTest(unittest.TestCase):
+    """2.7: a leak is not swallowed as the expected failure."""
+
+    def make_case(self, base):
+        class Case(*base, unittest.TestCase):
+            leak_check_warmup = 1
+            leak_check_rounds = 3
+
+            @unittest.expectedFailure
+            def test_leaks(self):
+                KEEP.append([0] * 1000)
+
+            @unittest.expectedFailure
+            def test_fails(self):
+                KEEP.append([0] * 1000)
+                self.fail("expected")
+
+            @unittest.expectedFailure
+            def test_clean(self):
+                pass
+
+        class Decorated(unittest.TestCase):
+            @unittest.expectedFailure
+            @no_leaks(warmup=1, rounds=3)
+            def test_leaks(self):
+                KEEP.append([0] * 1000)
+
+            @unittest.expectedFailure
+            @no_leaks(warmup=1, rounds=3)
+            def test_fails(self):
+                KEEP.append([0] * 1000)
+                self.fail("expected")
+
+            @unittest.expectedFailure
+            @no_leaks(warmup=1, rounds=3)
+            def test_clean(self):
+                pass
+
+        return Case if base else Decorated
+
+    def tearDown(self):
+        KEEP.clear()
+
+    def check_kinds(self, case):
+        result = run_case(case, "test_leaks")
+        self.assertEqual(len(result.failures), 1,
+                         (result.expectedFailures, result.errors))
+        self.assertIn("test_leaks", result.failures[0][1])
+        self.assertIn("leak", result.failures[0][1])
+        self.assertEqual(result.expectedFailures, [])
+        self.assertEqual(result.unexpectedSuccesses, [])
+
+        result = run_case(case, "test_fails")
+        self.assertEqual(len(result.expectedFailures), 1,
+                         (result.failures, result.errors))
+        self.assertTrue(result.wasSuccessful())
+
+        result = run_case(case, "test_clean")
+        self.assertEqual(len(result.unexpectedSuccesses), 1,
+                         (result.failures, result.errors))
+        self.assertEqual(result.failures, [])
+
+    def test_mixin(self):
+        self.check_kinds(self.make_case((LeakCheckMixin,)))
+
+    def test_no_leaks(self):
+        self.check_kinds(self.make_case(()))
 
 
 if __name__ == "__main__":

@@ -61,11 +61,29 @@ def _check_or_fail(test_case, func, options):
                      "LeakCheckMixin class)")
         failure = getattr(test_case, 'failureException', AssertionError)
         if failure is AssertionError:
-            raise leaks.LeakError(report, message)
-        error = failure(message)
-        error.report = report
+            error = leaks.LeakError(report, message)
+        else:
+            error = failure(message)
+            error.report = report
+        _not_an_expected_failure(test_case)
         raise error
     return report
+
+
+def _not_an_expected_failure(test_case):
+    """Make the leak about to be raised a failure of *test_case* even when
+    the test is decorated with unittest.expectedFailure.
+
+    The body passed every round (a body that fails is the expected failure,
+    and no leak verdict is given): that is an unexpected success, and the
+    leak must not be taken for the failure that was expected.  unittest
+    counts any exception raised while it expects a failure as the expected
+    one, so the expectation is withdrawn for the test's method: the leak is
+    then recorded as a failure, with its report.
+    """
+    outcome = getattr(test_case, '_outcome', None)
+    if outcome is not None and getattr(outcome, 'expecting_failure', False):
+        outcome.expecting_failure = False
 
 
 def _call_test_round(test_case, method, state):
