@@ -380,6 +380,7 @@ static inline size_t acct_size(size_t size);
 static inline uint64_t acct_count(size_t size);
 static inline void sample_filter_add(uintptr_t ptr);
 static inline void sample_filter_remove(uintptr_t ptr);
+static void sample_after_fork(void);
 
 /* tracemalloc_compact.c */
 static inline void compact_if_due(void);

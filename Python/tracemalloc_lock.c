@@ -21,7 +21,11 @@
    membarrier(2) both sides use real fences. */
 atomic_int _PyTraceMalloc_gil_busy;
 atomic_int _PyTraceMalloc_foreign;
-int _PyTraceMalloc_asymmetric;
+/* 1 while the GIL side may fence with a compiler barrier only.  Written
+   by a caller without the GIL (LockOwnGIL(), the heavy barrier's
+   fallback) and by the fork and start handlers, read by every GIL holder
+   as it enters: a relaxed atomic (issue 29, item 1.5). */
+atomic_int _PyTraceMalloc_asymmetric;
 /* Fairness: a GIL holder that found `foreign` up raises
    tm.lock.gil_waiting, and the next caller without the GIL waits until it
    has been in, so that a steady stream of such callers (thread pools
@@ -49,7 +53,8 @@ tm_setup_barrier(void)
 #ifdef TM_HAVE_MEMBARRIER
     if (syscall(__NR_membarrier, TM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
                 0, 0) == 0) {
-        _PyTraceMalloc_asymmetric = 1;
+        atomic_store_explicit(&_PyTraceMalloc_asymmetric, 1,
+                              memory_order_relaxed);
     }
 #endif
 }
@@ -126,7 +131,8 @@ static void
 tm_heavy_barrier(void)
 {
 #ifdef TM_HAVE_MEMBARRIER
-    if (_PyTraceMalloc_asymmetric) {
+    if (atomic_load_explicit(&_PyTraceMalloc_asymmetric,
+                             memory_order_relaxed)) {
         int failed = 1;
         if (tm.faults.barriers > 0) {
             tm.faults.barriers--;
@@ -141,7 +147,8 @@ tm_heavy_barrier(void)
         /* From now on the GIL side uses real fences.  A GIL holder that
            entered with a compiler barrier before it sees this needs the
            process-wide barrier once more. */
-        _PyTraceMalloc_asymmetric = 0;
+        atomic_store_explicit(&_PyTraceMalloc_asymmetric, 0,
+                              memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         tm_barrier_fallback();
     }
@@ -225,8 +232,10 @@ void
 _PyTraceMalloc_LockOwnGIL(void)
 {
     _PyTraceMalloc_LockNoGIL();
-    if (_PyTraceMalloc_asymmetric) {
-        _PyTraceMalloc_asymmetric = 0;
+    if (atomic_load_explicit(&_PyTraceMalloc_asymmetric,
+                             memory_order_relaxed)) {
+        atomic_store_explicit(&_PyTraceMalloc_asymmetric, 0,
+                              memory_order_relaxed);
         tm_heavy_barrier_forced();
     }
 }
@@ -284,8 +293,11 @@ tm_atfork_child(void)
        parent thread's root node (I12).  A new generation makes them link
        again, under the child's own root (I4). */
     generation_bump();
+    /* Pre-fork workers must not sample alike (issue 29, item 1.5). */
+    sample_after_fork();
     /* membarrier registration is per process: register the child too. */
-    _PyTraceMalloc_asymmetric = 0;
+    atomic_store_explicit(&_PyTraceMalloc_asymmetric, 0,
+                              memory_order_relaxed);
     tm_setup_barrier();
 }
 

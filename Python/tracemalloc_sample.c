@@ -47,6 +47,17 @@ uint64_t _PyTraceMalloc_sample_interval;
 static inline uint64_t
 sample_interval(void)
 {
+    /* A hook runs because its entry point saw the mode word set; start()
+       stores that word with release after the interval, so that a thread
+       without the GIL on a weakly ordered CPU cannot see sampling mode
+       with an interval of 0 (issue 29, item 1.5).  No instruction on
+       x86-64. */
+#ifdef _PyTraceMalloc_ATOMIC_READS
+    /* ThreadSanitizer does not model fences: the same as a load. */
+    (void)__atomic_load_n(&_Py_tracemalloc_config.tracing, __ATOMIC_ACQUIRE);
+#else
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
     return __atomic_load_n(&_PyTraceMalloc_sample_interval, __ATOMIC_RELAXED);
 }
 
@@ -289,6 +300,32 @@ sample_new_epoch(void)
 /* 1 while sampling goes through the hooks (see sample_mode_word()). */
 static int sample_routed;
 
+/* A seed of this process and time. */
+static uint64_t
+sample_fresh_seed(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)
+                 ^ ((uint64_t)getpid() << 40);
+    return splitmix64(&s);
+}
+
+/* The fork handler, in the child (one thread, the engine free): a child
+   would otherwise go on with its parent's random state and countdown, and
+   pre-fork workers would all sample the same allocations.  A seed that
+   the tests set (_set_sample_seed()) is kept, for reproducible runs; the
+   epoch changes either way, so that the child's threads draw again. */
+static void
+sample_after_fork(void)
+{
+    if (!tm.sample.seeded) {
+        __atomic_store_n(&tm.sample.seed, sample_fresh_seed(),
+                         __ATOMIC_RELAXED);
+    }
+    sample_new_epoch();
+}
+
 /* Under the engine lock, before tracing starts: the interval (0: exact). */
 static void
 sample_configure(uint64_t interval)
@@ -298,11 +335,8 @@ sample_configure(uint64_t interval)
                      __ATOMIC_RELAXED);
     if (!tm.sample.seeded) {
         /* Not reseeded by the tests: a seed of this process and time. */
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)
-                     ^ ((uint64_t)getpid() << 40);
-        __atomic_store_n(&tm.sample.seed, splitmix64(&s), __ATOMIC_RELAXED);
+        __atomic_store_n(&tm.sample.seed, sample_fresh_seed(),
+                         __ATOMIC_RELAXED);
     }
     sample_new_epoch();
     sample_filter_fill(interval ? 0 : UINT8_MAX);

@@ -154,9 +154,12 @@ _PyTraceMalloc_SlotSetNode(_PyTraceMalloc_Slot *slot, uint32_t node)
 #    define _PyTraceMalloc_FILTER_LOAD(p) (*(p))
 #  endif
 #  define _PyTraceMalloc_TRACING() __builtin_expect(_PyTraceMalloc_MODE(), 0)
+   /* Release: the sampling interval, the filter and the epoch written
+      before it are seen by a hook that saw the word (sample_interval()
+      fences).  A plain store on x86-64. */
 #  define _PyTraceMalloc_SET_TRACING(value) \
        __atomic_store_n(&_Py_tracemalloc_config.tracing, (value), \
-                        __ATOMIC_RELAXED)
+                        __ATOMIC_RELEASE)
 #  if defined(Py_ENABLE_SHARED) || defined(Py_BUILD_CORE_MODULE)
 #    define _PyTraceMalloc_TLS_IE __attribute__((tls_model("initial-exec")))
 #  else
@@ -551,7 +554,7 @@ extern void _PyTraceMalloc_ResetPeak(void);
 #include <stdatomic.h>
 extern atomic_int _PyTraceMalloc_gil_busy;
 extern atomic_int _PyTraceMalloc_foreign;
-PyAPI_DATA(int) _PyTraceMalloc_asymmetric;
+PyAPI_DATA(atomic_int) _PyTraceMalloc_asymmetric;
 extern void _PyTraceMalloc_WaitForeign(void);
 /* Entries through the engine lock's side without the GIL so far (tests). */
 PyAPI_FUNC(uint64_t) _PyTraceMalloc_ForeignEntries(void);
@@ -568,7 +571,8 @@ static inline void
 _PyTraceMalloc_Lock(void)
 {
     atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1, memory_order_relaxed);
-    if (_PyTraceMalloc_asymmetric) {
+    if (atomic_load_explicit(&_PyTraceMalloc_asymmetric,
+                             memory_order_relaxed)) {
         atomic_signal_fence(memory_order_seq_cst);
     }
     else {

@@ -247,5 +247,45 @@ class SampledUserAllocatorTest(unittest.TestCase):
         del keep
 
 
+FORKED = """
+import os, tracemalloc
+tracemalloc.start(1, sample=4096)
+keep = [bytes(100) for _ in range(100)]     # the countdown moves
+r, w = os.pipe()
+pid = os.fork()
+# Parent and child make the same blocks right after the fork.
+blocks = [bytes(1000) for _ in range(500)]
+picked = {i for i, b in enumerate(blocks)
+          if tracemalloc.get_object_traceback(b) is not None}
+if pid == 0:
+    os.write(w, repr(sorted(picked)).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while chunk := os.read(r, 65536):
+    data += chunk
+os.close(r)
+os.waitpid(pid, 0)
+other = set(eval(data))
+print(len(picked & other), len(picked | other))
+"""
+
+
+@unittest.skipUnless(sampling_supported(), "the engine has no sampling mode")
+class ForkReseedTest(unittest.TestCase):
+    """1.5: a forked child draws from a random state of its own."""
+
+    @unittest.skipUnless(hasattr(__import__("os"), "fork"), "needs fork()")
+    def test_child_samples_apart_from_parent(self):
+        res = script_helper.assert_python_ok("-c", FORKED)
+        common, union = map(int, res.out.split())
+        # Each samples about 500 * (1 - exp(-1000/4096)) = 108 of its
+        # blocks.  With the parent's random state the child picked the
+        # same blocks (common == union); drawn independently they share
+        # about 108 * 108 / 500 = 23, an overlap of about 0.12.
+        self.assertGreater(union, 0)
+        self.assertLess(common / union, 0.6)
+
+
 if __name__ == "__main__":
     unittest.main()
