@@ -13,6 +13,11 @@ asyncTearDown() did not run again between rounds.
 AssertionError counted as the expected failure.  Now a body that fails is
 the expected failure (no leak check verdict), and a body that passes every
 round but leaks is a failure with the leak report.
+
+2.15: under LeakCheckMixin a failing subTest was reported once per round
+(7 times), and unittest's record of those failures was reported as a leak.
+Now the check stops at the first round in which a subTest failed: the
+failure is reported once, with no leak verdict.
 """
 
 import os
@@ -285,6 +290,68 @@ class ExpectedFailureTest(unittest.TestCase):
 
     def test_no_leaks(self):
         self.check_kinds(self.make_case(()))
+
+
+class SubTestTest(unittest.TestCase):
+    """2.15: a failing subTest is reported once, and is no leak."""
+
+    def make_case(self, base):
+        events = []
+
+        class Case(*base, unittest.TestCase):
+            def test_subtests(self):
+                events.append("test")
+                for i in range(3):
+                    with self.subTest(i=i):
+                        self.assertNotEqual(i, 1)
+
+            def test_subtests_pass(self):
+                events.append("test")
+                for i in range(3):
+                    with self.subTest(i=i):
+                        self.assertLess(i, 3)
+
+        class Decorated(unittest.TestCase):
+            @no_leaks
+            def test_subtests(self):
+                events.append("test")
+                for i in range(3):
+                    with self.subTest(i=i):
+                        self.assertNotEqual(i, 1)
+
+            @no_leaks
+            def test_subtests_pass(self):
+                events.append("test")
+                for i in range(3):
+                    with self.subTest(i=i):
+                        self.assertLess(i, 3)
+
+        return (Case if base else Decorated), events
+
+    def check_kinds(self, base):
+        case, events = self.make_case(base)
+        result = run_case(case, "test_subtests")
+        self.assertEqual(len(result.failures), 1,
+                         [text for _, text in result.failures])
+        self.assertEqual(result.errors, [])
+        text = result.failures[0][1]
+        self.assertIn("1 == 1", text)
+        self.assertNotIn("site leaked", text)
+        self.assertFalse(result.wasSuccessful())
+        self.assertEqual(events, ["test"])
+
+        case, events = self.make_case(base)
+        result = run_case(case, "test_subtests_pass")
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+        self.assertEqual(len(events), leaks.DEFAULT_WARMUP
+                         + leaks.DEFAULT_ROUNDS)
+
+    def test_mixin(self):
+        self.check_kinds((LeakCheckMixin,))
+
+    def test_no_leaks(self):
+        self.check_kinds(())
 
 
 if __name__ == "__main__":

@@ -109,6 +109,28 @@ def _call_test_round(test_case, method, state):
             call(test_case.setUp)
     state[0] = True
     _call_test_method(test_case, method)
+    _stop_if_failed(test_case)
+
+
+class _FailedInRound(Exception):
+    """A round of a test failed without raising (a subTest): stop."""
+
+
+def _stop_if_failed(test_case):
+    """Raise _FailedInRound when the round that just ran failed without
+    raising: a subTest failed (unittest recorded it and went on), or, under
+    expectedFailure, the expected failure happened in a subTest.
+
+    Running more rounds would record the same failure once per round, and
+    unittest's record of those failures would grow like a leak.  The check
+    stops there, with no verdict: the failure is the test's, reported once.
+    """
+    outcome = getattr(test_case, '_outcome', None)
+    if outcome is None:
+        return
+    if (not getattr(outcome, 'success', True)
+            or getattr(outcome, 'expectedFailure', None)):
+        raise _FailedInRound
 
 
 def _is_async_case(test_case):
@@ -148,6 +170,12 @@ def _call_test_method(test_case, method, *args, **kwargs):
     return call(method, *args, **kwargs)
 
 
+def _checked_round(test_case, func):
+    # The round of a test decorated with no_leaks.
+    _leakcore.call_workload(func)
+    _stop_if_failed(test_case)
+
+
 def no_leaks(method=None, **options):
     """Decorate a test method (or any function) so that it is leak checked.
 
@@ -182,7 +210,12 @@ def no_leaks(method=None, **options):
                                                        **kwargs))
         else:
             func = functools.partial(method, *args, **kwargs)
-        _check_or_fail(test_case, func, check_options)
+        if isinstance(test_case, unittest.TestCase):
+            func = functools.partial(_checked_round, test_case, func)
+        try:
+            _check_or_fail(test_case, func, check_options)
+        except _FailedInRound:
+            pass
 
     checked.__tracemalloc_leak_check__ = True
     return checked
@@ -241,7 +274,10 @@ class LeakCheckMixin:
         @functools.wraps(method)
         def checked():
             state = [False]
-            _check_or_fail(self, functools.partial(_call_test_round, self,
-                                                   method, state),
-                           self.leak_check_options())
+            try:
+                _check_or_fail(self, functools.partial(_call_test_round,
+                                                       self, method, state),
+                               self.leak_check_options())
+            except _FailedInRound:
+                pass
         return checked
