@@ -323,5 +323,96 @@ class SignalReportLineTest(unittest.TestCase):
                          ["tracemalloc: first\n", "tracemalloc: second\n"])
 
 
+class UnwritableOutputTest(unittest.TestCase):
+    """2.14: an output that cannot be written is a one-line usage error
+    (exit 2) said before the target runs; one that fails after the run
+    gives one line too, run keeps the target's failing status, and a clean
+    leaks --html does not exit 1."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, self.tmp)
+        self.marker = os.path.join(self.tmp, "ran")
+        self.script = os.path.join(self.tmp, "s.py")
+        with open(self.script, "w") as f:
+            f.write(f"open({self.marker!r}, 'w').close()\n")
+        self.missing = os.path.join(self.tmp, "no", "such", "dir", "out")
+        self.snap = os.path.join(self.tmp, "a.snap")
+        proc = run_cli("run", "-o", self.snap, self.script)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        os.unlink(self.marker)
+
+    def assert_one_line_error(self, proc):
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertNotIn(".tmp", proc.stderr)
+        errors = [line for line in proc.stderr.splitlines()
+                  if "error" in line]
+        self.assertEqual(len(errors), 1, proc.stderr)
+
+    def test_run_checks_before_running(self):
+        for option in ("-o", "--html"):
+            with self.subTest(option=option):
+                proc = run_cli("run", option, self.missing, self.script)
+                self.assert_one_line_error(proc)
+                self.assertIn(option, proc.stderr)
+                self.assertFalse(os.path.exists(self.marker))
+
+    def test_run_directory_as_output(self):
+        proc = run_cli("run", "-o", self.tmp, self.script)
+        self.assert_one_line_error(proc)
+        self.assertFalse(os.path.exists(self.marker))
+
+    def test_leaks_html_checks_before_running(self):
+        proc = run_cli("leaks", "-q", "--html", self.missing, "os:getpid")
+        self.assert_one_line_error(proc)
+        self.assertNotIn("no allocation site grew", proc.stderr)
+
+    def test_html_and_pprof_output(self):
+        for command in ("html", "pprof"):
+            with self.subTest(command=command):
+                proc = run_cli(command, self.snap, "-o", self.missing)
+                self.assert_one_line_error(proc)
+
+    def _vanishing_dir_script(self, exit_code):
+        directory = os.path.join(self.tmp, "d")
+        os.mkdir(directory)
+        with open(self.script, "w") as f:
+            f.write(f"import shutil, sys\n"
+                    f"shutil.rmtree({directory!r})\n"
+                    f"sys.exit({exit_code})\n")
+        return os.path.join(directory, "out")
+
+    def test_run_write_fails_after_run(self):
+        for option in ("-o", "--html"):
+            for code, expected in ((0, 2), (3, 3)):
+                with self.subTest(option=option, exit_code=code):
+                    output = self._vanishing_dir_script(code)
+                    proc = run_cli("run", option, output, self.script)
+                    self.assertEqual(proc.returncode, expected, proc.stderr)
+                    self.assertNotIn("Traceback", proc.stderr)
+                    self.assertIn("cannot write", proc.stderr)
+
+    def test_clean_leaks_html_write_fails_after_run(self):
+        directory = os.path.join(self.tmp, "d")
+        os.mkdir(directory)
+        with open(os.path.join(self.tmp, "vanish.py"), "w") as f:
+            f.write(f"import os\n"
+                    f"def work():\n"
+                    f"    if os.path.isdir({directory!r}):\n"
+                    f"        os.rmdir({directory!r})\n")
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tracemalloc", "leaks", "-q", "--html",
+             os.path.join(directory, "r.html"), "vanish:work"],
+            cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env)
+        self.assertIn("no allocation site grew", proc.stderr)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertIn("cannot write", proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -155,8 +155,64 @@ def _check_html_report_module(parser):
                                 f"(no module tracemalloc.htmlreport)\n")
 
 
+def _output_problem(path):
+    """Why *path* cannot be written as an output file, or None.
+
+    Said before the target runs (issue 29, 2.14), so that a long run does
+    not end in an error.  An existing regular file is opened for writing
+    without truncating it, which is refused as open(path, 'w') would be; a
+    new file needs its directory to exist and be writable.  Anything else
+    (a device, a FIFO) is left to the write itself.
+    """
+    import stat
+
+    try:
+        target = os.stat(path)
+    except FileNotFoundError:
+        target = None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if target is None:
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            return f"no such directory: {directory!r}"
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return f"directory {directory!r} is not writable"
+        return None
+    if stat.S_ISDIR(target.st_mode):
+        return "is a directory"
+    if not stat.S_ISREG(target.st_mode):
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, 'O_CLOEXEC', 0)
+                     | getattr(os, 'O_NONBLOCK', 0))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    return None
+
+
+def _check_output(parser, option, path):
+    """Exit with a one-line usage error if *path* cannot be written."""
+    if path is None:
+        return
+    problem = _output_problem(path)
+    if problem is not None:
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: argument {option}: "
+                                f"cannot write {path!r}: {problem}\n")
+
+
+def _write_failed(parser, path, exc, file=None):
+    """Say in one line that *path* could not be written after the run."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror \
+        else str(exc)
+    print(f"{parser.prog}: error: cannot write {path!r}: {reason}",
+          file=sys.stderr if file is None else file, flush=True)
+
+
 def _write_html(parser, snapshot, path, *, base=None, title=None):
-    """Write the report; only called once the target is done."""
+    """Write the report; only called once the target is done.  Raise
+    OSError if it cannot be written."""
     try:
         from tracemalloc import htmlreport
     except ImportError as exc:
@@ -483,6 +539,8 @@ def command_run(argv, prog=f"{PROG} run"):
     options = _parse_run_args(parser, argv)
     if options.html:
         _check_html_report_module(parser)
+    _check_output(parser, "-o/--output", options.output)
+    _check_output(parser, "--html", options.html)
 
 
     # What the target allocates, it allocates under the lines of
@@ -543,18 +601,33 @@ def command_run(argv, prog=f"{PROG} run"):
         final = _without_tool_frames(final, trim)
     stats = final.compare_to(baseline, options.group_by)
     _format_run_report(stats, options, final.traceback_limit, report_file)
+    # An output that cannot be written after all (checked before the run,
+    # but the target may have removed its directory) is said in one line;
+    # the exit status is then the target's if it failed, else 2.
+    failed = False
     if options.output:
-        final.dump(options.output)
-        print(f"tracemalloc: snapshot written to {options.output}",
-              file=report_file)
+        try:
+            final.dump(options.output)
+        except OSError as exc:
+            _write_failed(parser, options.output, exc, report_file)
+            failed = True
+        else:
+            print(f"tracemalloc: snapshot written to {options.output}",
+                  file=report_file)
     if options.html:
         what = "at its peak" if options.peak else "held at exit"
         if options.peak and final.sample:
             what = "at its sampled peak (an upper bound)"
-        _write_html(parser, final, options.html, base=baseline,
-                    title=f"memory {what} by {options.target}")
+        try:
+            _write_html(parser, final, options.html, base=baseline,
+                        title=f"memory {what} by {options.target}")
+        except OSError as exc:
+            _write_failed(parser, options.html, exc, report_file)
+            failed = True
     # Only now may the target's module-level objects go away.
     del target_globals
+    if failed and status in (None, 0):
+        return EXIT_USAGE
     return status
 
 
@@ -809,6 +882,7 @@ def command_leaks(argv):
         parser.error("--min-rounds cannot exceed --rounds")
     if options.html:
         _check_html_report_module(parser)
+        _check_output(parser, "--html", options.html)
     sample = tracemalloc.get_sample() if is_tracing() else None
     if sample is not None:
         # Said before the target is loaded: it never runs (issue 29, 2.13
@@ -879,8 +953,14 @@ def command_leaks(argv):
                                             trim)
                        for snapshot in (check.first_snapshot,
                                         check.last_snapshot))
-        _write_html(parser, last, options.html, base=first,
-                    title=f"leaks of {target}")
+        try:
+            _write_html(parser, last, options.html, base=first,
+                        title=f"leaks of {target}")
+        except OSError as exc:
+            # The verdict stands; a clean check whose report was asked
+            # for and not written is no success (issue 29, 2.14).
+            _write_failed(parser, options.html, exc, report_file)
+            return EXIT_LEAK if report else EXIT_USAGE
     return EXIT_LEAK if report else EXIT_OK
 
 
@@ -1072,8 +1152,13 @@ def command_html(argv):
     output = options.output
     if output is None:
         output = os.path.splitext(options.snapshot)[0] + ".html"
-    _write_html(parser, snapshot, output, base=base,
-                title=options.title or os.path.basename(options.snapshot))
+    _check_output(parser, "-o/--output", output)
+    try:
+        _write_html(parser, snapshot, output, base=base,
+                    title=options.title or os.path.basename(options.snapshot))
+    except OSError as exc:
+        _write_failed(parser, output, exc)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -1114,11 +1199,13 @@ def command_pprof(argv):
     output = options.output
     if output is None:
         output = os.path.splitext(options.snapshot)[0] + PPROF_SUFFIX
+    _check_output(parser, "-o/--output", output)
     try:
         snapshot.dump_pprof(output, base=base)
     except OSError as exc:
-        parser.exit(EXIT_USAGE, f"{parser.prog}: error: cannot write "
-                                f"{output}: {exc}\n")
+        # The error names the output, never a temporary file (2.14).
+        _write_failed(parser, output, exc)
+        return EXIT_USAGE
     what = "difference" if base is not None else "profile"
     print(f"tracemalloc: pprof {what} written to {output}", file=sys.stderr)
     return EXIT_OK
