@@ -128,9 +128,7 @@ _OVERRIDES = {
 # (entry point, kind, outcome) -> (item, verdict today, exit today)
 KNOWN_WRONG = {
     ("@no_leaks", "subTest", "raises"): ("2.15", "leak x6", "1"),
-    ("@no_leaks", "expectedFailure", "leaks"): ("2.7", "skipped", "0"),
     ("LeakCheckMixin", "subTest", "raises"): ("2.15", "leak x6", "1"),
-    ("LeakCheckMixin", "expectedFailure", "leaks"): ("2.7", "skipped", "0"),
 }
 
 
