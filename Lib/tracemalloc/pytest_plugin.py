@@ -436,8 +436,10 @@ def _run_checked(item, nextitem, options):
                     # Only the item's own teardown ran, and failed.
                     _finish_teardown(item, nextitem, reports[-1])
                 break
+            # The last round's too: the snapshot that ends it sees the
+            # fixtures of a wider scope set up.
+            _drop_stale_finalizers(item, counts)
             if not last:
-                _drop_stale_finalizers(item, counts)
                 # Nothing of a round that passed is kept until the snapshot
                 # that ends it: pytest's reports hold small dicts (their
                 # keywords), which take the memory of blocks freed in the
