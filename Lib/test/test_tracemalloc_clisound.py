@@ -414,5 +414,89 @@ class UnwritableOutputTest(unittest.TestCase):
         self.assertIn("cannot write", proc.stderr)
 
 
+class CraftedSnapshotTest(unittest.TestCase):
+    """2.17: a crafted snapshot file that loads must not fail later: what
+    no snapshot holds is refused by load() with ValueError."""
+
+    CASES = {
+        "negative line number": ([(0, 10, (("a.py", -3),), 1)], 1),
+        "negative traceback_limit": ([(0, 10, (("a.py", 3),), 1)], -1),
+        "negative total_nframe": ([(0, 10, (("a.py", 3),), -2)], 1),
+        "negative thread id": ([(0, 10, (("a.py", 3),), 1, -5)], 1),
+    }
+
+    def load(self, snapshot, version, cls=tracemalloc.Snapshot):
+        from tracemalloc import _snapshotfile
+        data = _snapshotfile.encode(snapshot, version=version)
+        fd, path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return cls.load(path)
+
+    def test_refused(self):
+        for name, (traces, limit) in self.CASES.items():
+            for version in (1, 2):
+                with self.subTest(name, version=version):
+                    snapshot = tracemalloc.Snapshot(traces, limit)
+                    with self.assertRaises(ValueError):
+                        self.load(snapshot, version)
+
+    def test_attribute_shadowing_a_method(self):
+        for name in ("statistics", "compare_to", "dump", "filter_traces",
+                     "__class__"):
+            for version in (1, 2):
+                with self.subTest(name, version=version):
+                    snapshot = tracemalloc.Snapshot(
+                        [(0, 10, (("a.py", 3),), 1)], 1)
+                    vars(snapshot)[name] = 5
+                    with self.assertRaises(ValueError):
+                        self.load(snapshot, version)
+
+    def test_empty_traceback_loads_and_reports(self):
+        # A made-up snapshot may hold a trace without frames (pprof's own
+        # tests write one): it loads, and nothing fails on it later.
+        snapshot = tracemalloc.Snapshot([(0, 10, (), 1),
+                                         (0, 5, (("a.py", 1),), 1)], 1)
+        for version in (1, 2):
+            with self.subTest(version=version):
+                loaded = self.load(snapshot, version)
+                for group_by in ("lineno", "filename", "traceback"):
+                    self.assertEqual(
+                        sum(stat.size for stat in
+                            loaded.statistics(group_by)), 15)
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, tmp)
+        path = os.path.join(tmp, "e.snap")
+        snapshot.dump(path)
+        for args in (("top", path), ("top", path, "--group-by", "filename"),
+                     ("diff", path, path), ("html", path),
+                     ("pprof", path)):
+            with self.subTest(args=args[:-1]):
+                proc = run_cli(*args)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertNotIn("Traceback (most recent call last)",
+                                 proc.stderr)
+
+    def test_sound_files_still_load(self):
+        # Line 0 and the '<unknown>' frame are what the engine gives for
+        # code without a line; thread 0 and total_nframe None are valid; a
+        # subclass's plain class-level default may be set per instance.
+        class Labelled(tracemalloc.Snapshot):
+            label = ""
+
+        traces = [(0, 10, (("<unknown>", 0),), None, 0),
+                  (0, 20, (("a.py", 3), ("b.py", 1)), 7, 2 ** 63)]
+        for version in (1, 2):
+            with self.subTest(version=version):
+                snapshot = Labelled(traces, 0)
+                snapshot.label = "x"
+                loaded = self.load(snapshot, version, Labelled)
+                self.assertEqual(sorted(loaded.traces._raw(), key=repr),
+                                 sorted(traces, key=repr))
+                self.assertEqual(loaded.label, "x")
+                loaded.statistics("traceback")
+
+
 if __name__ == "__main__":
     unittest.main()

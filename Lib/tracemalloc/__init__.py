@@ -1048,7 +1048,9 @@ class Snapshot:
                     return [((frame[0], 0),) for frame in frames]
             else:
                 def keys_of(frames):
-                    return (((frames[0][0], 0),),)
+                    # An empty traceback (a made-up or loaded snapshot)
+                    # groups as by line: upstream raised IndexError.
+                    return (((frames[0][0], 0),) if frames else (),)
 
         # Merge per-object totals into per-key totals.  In cumulative mode
         # a frame appearing twice in one traceback (recursion) counts twice,

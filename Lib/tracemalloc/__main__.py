@@ -1007,6 +1007,10 @@ def _format_stat_lines(rank, stat, group_by, amount):
         lines.extend("  " + line for line in
                      stat.traceback.format(most_recent_first=True))
         return lines
+    if not len(stat.traceback):
+        # A made-up snapshot's trace without frames (the engine gives a
+        # frameless allocation the frame <unknown>:0): issue 29, 2.17.
+        return [f"#{rank}: <no traceback>: {amount}"]
     frame = stat.traceback[0]
     if group_by == "filename":
         return [f"#{rank}: {frame.filename}: {amount}"]

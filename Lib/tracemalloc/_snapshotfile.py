@@ -506,6 +506,19 @@ def decode(cls, data):
     else:
         traces, traceback_limit, attributes = _decode_v2(data, offset)
 
+    # An attribute named as a method (statistics, dump) or any other
+    # descriptor of the class would hide it: the snapshot would load and
+    # then fail (issue 29, 2.17).  A plain class-level value (a subclass's
+    # default) may be set per instance.
+    for name in attributes:
+        try:
+            shadowed = getattr(cls, name)
+        except AttributeError:
+            continue
+        if callable(shadowed) or hasattr(type(shadowed), '__get__'):
+            raise _SnapshotError(f"the attribute {name!r} would hide "
+                                 f"{cls.__name__}.{name}")
+
     # Like unpickling, restore the state without calling __init__(), so
     # that subclasses with another constructor signature load too.
     snapshot = cls.__new__(cls)
@@ -577,8 +590,9 @@ def _decode_document_v2(document, columns_data):
     if type(size_bytes) is not int or size_bytes not in (4, 8):
         raise _SnapshotError("size_bytes is not 4 or 8")
     traceback_limit = document["traceback_limit"]
-    if type(traceback_limit) is not int:
-        raise _SnapshotError("traceback_limit is not an integer")
+    if type(traceback_limit) is not int or traceback_limit < 0:
+        raise _SnapshotError("traceback_limit is not a non-negative "
+                             "integer")
     filenames = document["filenames"]
     _check_column("filenames", filenames, {str})
 
@@ -596,9 +610,11 @@ def _decode_document_v2(document, columns_data):
 
     total_nframe = document["total_nframe"]
     _check_column("total_nframe", total_nframe, {int, type(None)})
+    _check_non_negative("total_nframe", total_nframe)
     threads = document["threads"]
     if threads is not None:
         _check_column("threads", threads, {int})
+        _check_non_negative("threads", threads)
     if len(total_nframe) != len(tracebacks) or (
             threads is not None and len(threads) != len(tracebacks)):
         raise _SnapshotError("per-traceback lists differ in length")
@@ -651,7 +667,16 @@ def _frame_pairs(name, flat, filenames):
         raise _SnapshotError(f"odd {name} length")
     filename_ids = flat[0::2]
     _check_indexes("filename", filename_ids, len(filenames))
+    _check_non_negative(f"{name} line number", flat[1::2])
     return zip(map(filenames.__getitem__, filename_ids), flat[1::2])
+
+
+def _check_non_negative(name, values):
+    """Refuse a negative int in *values* (None items are skipped): line
+    numbers, total_nframe and thread ids are never negative."""
+    numbers = [value for value in values if value is not None]
+    if numbers and min(numbers) < 0:
+        raise _SnapshotError(f"negative {name}")
 
 
 def _check_indexes(name, indexes, length):
@@ -672,8 +697,9 @@ def _decode_document(document):
         raise _SnapshotError("unexpected document layout")
 
     traceback_limit = document["traceback_limit"]
-    if type(traceback_limit) is not int:
-        raise _SnapshotError("traceback_limit is not an integer")
+    if type(traceback_limit) is not int or traceback_limit < 0:
+        raise _SnapshotError("traceback_limit is not a non-negative "
+                             "integer")
 
     filenames = document["filenames"]
     _check_column("filenames", filenames, {str})
@@ -695,6 +721,7 @@ def _decode_document(document):
     _check_column("traceback", columns["traceback"], {int})
     _check_column("total_nframe", columns["total_nframe"],
                   {int, type(None)})
+    _check_non_negative("total_nframe", columns["total_nframe"])
     if len({len(columns[name]) for name in names}) != 1:
         raise _SnapshotError("trace columns differ in length")
     traceback_ids = columns["traceback"]
@@ -703,6 +730,7 @@ def _decode_document(document):
     # taken from the engine.
     if "thread" in columns:
         _check_column("thread", columns["thread"], {int})
+        _check_non_negative("thread", columns["thread"])
     traces = list(zip(columns["domain"], columns["size"],
                       map(frames_table.__getitem__, traceback_ids),
                       *(columns[name] for name in names[3:])))
