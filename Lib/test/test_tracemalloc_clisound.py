@@ -270,10 +270,17 @@ class ReadOnlyTargetTest(unittest.TestCase):
         outcomes = []
         for python in (sys.executable, PRISTINE):
             tmp, path = self.make_dir()
+            env = dict(os.environ)
+            env.pop("PYTHONTRACEMALLOC", None)
+            if python == PRISTINE:
+                # Its own standard library, not a path set for the fork.
+                env.pop("PYTHONPATH", None)
+                env.pop("PYTHONHOME", None)
             proc = subprocess.run([python, "-c",
                                    _WRITE_CODE.format(how="dump")],
                                   cwd=tmp, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+                                  stderr=subprocess.PIPE, text=True, env=env)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
             with open(path, "rb") as f:
                 outcomes.append((proc.stdout.split(),
                                  f.read() == b"baseline",
