@@ -127,8 +127,6 @@ _OVERRIDES = {
 
 # (entry point, kind, outcome) -> (item, verdict today, exit today)
 KNOWN_WRONG = {
-    ("@no_leaks", "subTest", "raises"): ("2.15", "leak x6", "1"),
-    ("LeakCheckMixin", "subTest", "raises"): ("2.15", "leak x6", "1"),
 }
 
 
