@@ -18,6 +18,9 @@ round but leaks is a failure with the leak report.
 (7 times), and unittest's record of those failures was reported as a leak.
 Now the check stops at the first round in which a subTest failed: the
 failure is reported once, with no leak verdict.
+
+2.6: a leak at a line that a bounded buffer also allocates at was masked:
+the site's level went up and down.  Each traceback is judged too.
 """
 
 import os
@@ -352,6 +355,58 @@ class SubTestTest(unittest.TestCase):
 
     def test_no_leaks(self):
         self.check_kinds(())
+
+
+import json
+
+# Preallocated: the leak is the parsed documents, not the list's growth.
+FOREVER = [None] * 1000
+FOREVER_USED = [0]
+BATCH = [None] * 6
+BATCH_USED = [0]
+DOCUMENT = '{"a": [1, 2, 3], "b": "some text of a document", "c": {"d": 4}}'
+
+
+def parse(text):
+    return json.loads(text)
+
+
+def keep_forever():
+    FOREVER[FOREVER_USED[0]] = parse(DOCUMENT)
+    FOREVER_USED[0] += 1
+
+
+def keep_in_batch():
+    BATCH[BATCH_USED[0]] = parse(DOCUMENT)
+    BATCH_USED[0] += 1
+    if BATCH_USED[0] == len(BATCH):
+        BATCH[:] = [None] * len(BATCH)
+        BATCH_USED[0] = 0
+
+
+def masked_leak():
+    keep_forever()
+    keep_in_batch()
+
+
+class SharedLineTest(unittest.TestCase):
+    """2.6: judged per traceback, a leak beside a bounded buffer is found."""
+
+    def tearDown(self):
+        FOREVER[:] = [None] * len(FOREVER)
+        BATCH[:] = [None] * len(BATCH)
+        FOREVER_USED[0] = BATCH_USED[0] = 0
+
+    def test_leak_beside_bounded_buffer_found(self):
+        report = leaks.check(masked_leak)
+        self.assertTrue(report, report.format())
+        text = report.format(limit=None)
+        self.assertIn("keep_forever", text)
+
+    def test_bounded_buffer_alone_clean(self):
+        report = leaks.check(keep_in_batch)
+        self.assertFalse(report, report.format(limit=None))
+
 
 
 if __name__ == "__main__":

@@ -425,6 +425,25 @@ def _site_of(frames):
     return frames[0] if frames else ('<unknown>', 0)
 
 
+def _not_given_back(sizes, counts, leaking):
+    """True when the site whose growth is *sizes* and *counts* keeps what
+    its *leaking* tracebacks ((key, sizes, counts) each) gained: the site
+    rose by more than half of their rise, in bytes and, when they added
+    blocks, in blocks.
+
+    A site leaks through some of its tracebacks when its other tracebacks
+    do not give back what these gain: a cache whose first entries, made
+    through one traceback, are replaced by entries made through another
+    holds as many blocks as before, and the traceback that grows is no
+    leak.
+    """
+    rise = sum(sum(entry[1]) for entry in leaking)
+    blocks = sum(sum(entry[2]) for entry in leaking)
+    if 2 * sum(sizes) <= rise:
+        return False
+    return blocks <= 0 or 2 * sum(counts) > blocks
+
+
 class Recorder:
     """The growth of each allocation site over the snapshots of a check.
 
@@ -448,6 +467,8 @@ class Recorder:
         self._first_totals = None       # first snapshot, per traceback
         self._last_totals = None        # last snapshot, per traceback
         self._canonical = {}            # frames -> the first equal frames
+        self._traceback_changes = {}    # {(domain, frames): ([size...],
+                                        #                     [count...])}
 
     @property
     def measured(self):
@@ -459,6 +480,8 @@ class Recorder:
         totals = workload_totals(ownership, traces, self._canonical)
         if self._first_totals is None:
             self._first_totals = totals
+        else:
+            self._record_traceback_changes(self._last_totals, totals)
         self._last_totals = totals
         sites = sum_by_key((_site_of(frames), size, count)
                            for (domain, frames), (size, count)
@@ -498,8 +521,37 @@ class Recorder:
         self._round_sizes.append(total_size)
         self._round_counts.append(total_count)
 
+    def _record_traceback_changes(self, previous, current):
+        # The growth of each traceback, as _record_changes() keeps that of
+        # each site: a site can hold a leak through one traceback and a
+        # bounded buffer, that goes up and down, through another (the same
+        # parser line called from two places).  Only the tracebacks that
+        # changed are kept.
+        measured = self._measured
+        rounds = self.rounds
+        changes = self._traceback_changes
+        for key, (size, count) in current.items():
+            old = previous.get(key)
+            if old is not None:
+                size -= old[0]
+                count -= old[1]
+            if size or count:
+                change = changes.get(key)
+                if change is None:
+                    change = changes[key] = ([0] * rounds, [0] * rounds)
+                change[0][measured] = size
+                change[1][measured] = count
+        for key, (size, count) in previous.items():
+            if key not in current:
+                change = changes.get(key)
+                if change is None:
+                    change = changes[key] = ([0] * rounds, [0] * rounds)
+                change[0][measured] = -size
+                change[1][measured] = -count
+
     _STATE = ('_previous_sites', '_changes', '_measured', '_round_sizes',
-              '_round_counts', '_first_totals', '_last_totals')
+              '_round_counts', '_first_totals', '_last_totals',
+              '_traceback_changes')
 
     def dumps(self):
         """Return the state as one bytes object (see loads())."""
@@ -524,15 +576,35 @@ class Recorder:
         tool's frames (strip_tool_frames(), with *directories*)."""
         rounds = self.measured
         result = []
-        for site, (sizes, counts) in self._changes.items():
+        # Tracebacks that leak by themselves, per site: a site whose total
+        # is masked by a bounded buffer sharing its line leaks through them.
+        leaking_tracebacks = {}
+        for key, (sizes, counts) in self._traceback_changes.items():
             sizes = sizes[:rounds]
             counts = counts[:rounds]
             if is_leak(sizes, counts, threshold, min_rounds):
+                leaking_tracebacks.setdefault(_site_of(key[1]), []).append(
+                    (key, sizes, counts))
+        for site, (sizes, counts) in self._changes.items():
+            sizes = sizes[:rounds]
+            counts = counts[:rounds]
+            leaking = leaking_tracebacks.get(tuple(site))
+            if is_leak(sizes, counts, threshold, min_rounds):
                 domain, frames = self._biggest_traceback(site)
-                traceback = strip_tool_frames(Traceback(frames),
-                                              directories)
-                result.append(LeakSite(site[0], site[1], sizes, counts,
-                                       traceback, domain))
+            elif leaking and _not_given_back(sizes, counts, leaking):
+                # The site leaks through these tracebacks: report their
+                # growth, with the one that grew most.
+                sizes = [sum(column) for column
+                         in zip(*(entry[1] for entry in leaking))]
+                counts = [sum(column) for column
+                          in zip(*(entry[2] for entry in leaking))]
+                domain, frames = max(leaking,
+                                     key=lambda entry: sum(entry[1]))[0]
+            else:
+                continue
+            traceback = strip_tool_frames(Traceback(frames), directories)
+            result.append(LeakSite(site[0], site[1], sizes, counts,
+                                   traceback, domain))
         result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
         return LeakReport(result, warmup=warmup, rounds=rounds,
                           threshold=threshold, min_rounds=min_rounds,
