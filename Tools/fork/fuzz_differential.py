@@ -1,0 +1,795 @@
+"""A differential fuzzer of the tracing engine against pristine CPython.
+
+    python Tools/fork/fuzz_differential.py --seconds 300      (make fuzz-differential)
+    python Tools/fork/fuzz_differential.py --seed 17 --show   one program
+    python Tools/fork/fuzz_differential.py --mode sampling --seeds 0-99
+
+Each seed gives a reproducible program: a list of steps, each one or a few
+lines of Python, written into a file of its own.  Two modes:
+
+exact     the program runs on the fork and on pristine CPython of the same
+          release (--pristine-python, or $TRACEMALLOC_PRISTINE_PYTHON, or
+          the cache of `make bench-pristine`).  After every step both
+          report, for each object or block the program holds, its
+          traceback (_tracemalloc._get_object_traceback() for objects,
+          _testinternalcapi._PyTraceMalloc_GetTraceback() for blocks), and
+          the live traces of the program's step lines, grouped by
+          (traceback, domain) into (count, bytes).  The fork must report
+          what pristine reports.  The free lists are emptied (gc.collect())
+          before each report, so that the documented differences of
+          take_snapshot() with free lists ("Differences from upstream" in
+          Doc/library/tracemalloc.rst) cannot show; programs make no
+          generator, coroutine or frame object (16 bytes bigger in the
+          fork, documented), and every free-list reuse happens inside one
+          step.
+sampling  the fork only: the program runs with start(sample=R) and a seed,
+          and again exactly.  The estimate of each step line's bytes
+          (Snapshot.statistics('lineno')) must lie within Z_BOUND standard
+          deviations of the exact run's bytes, the deviation being the
+          Horvitz-Thompson estimator's own, computed from the exact run's
+          blocks: var = sum(s*s*(1-p)/p), p = 1-exp(-s/R), plus one largest
+          block of slack for the rounding.  A user allocator built on
+          PyMem_Raw*() (the fork's _testtracemalloc.raw_backed_allocation)
+          must never have its inner raw blocks sampled (the exact answer
+          traces none of them).
+
+What the steps mix: PyMem_Raw*/PyMem_*/PyObject_* malloc, calloc, realloc
+(grow, shrink, move) and free through ctypes.pythonapi (with the GIL) and
+raw calls through ctypes.CDLL (the GIL released), at sizes across the
+512-byte pool/table boundary and the 65535-byte slot boundary; floats,
+tuples, lists and dicts made, freed and reused through their free lists
+inside a step; lists grown and shrunk; start/stop/clear_traces/reset_peak,
+start(sample=...) and _set_sample_seed(); threads (short ones, and in
+sampling mode a persistent worker that keeps its countdown across
+restarts); os.fork() (the child reports the tracebacks of what it made);
+a user allocator of every domain (_testcapi.set_nomemory() with a limit
+never reached, which wraps the allocators in place).
+
+On a mismatch it prints the seed, the shrunk list of steps that still
+mismatches, and the diff, and exits 1.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_FORK = os.path.join(ROOT, "build", "3.13", "obj", "python")
+PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
+Z_BOUND = 6.0
+TIMEOUT = 60
+
+SIZES = [0, 1, 8, 16, 24, 56, 64, 100, 255, 256, 500, 511, 512, 513, 1000,
+         4096, 65534, 65535, 65536, 65537, 200_000]
+DOMAINS = {"raw": "PyMem_Raw", "mem": "PyMem_", "obj": "PyObject_"}
+
+
+def find_pristine(version):
+    """(path, None) of pristine *version*, or (None, why not); the same
+    search as Lib/test/test_tracemalloc_parity.py's find_pristine()."""
+    path = os.environ.get(PRISTINE_ENV)
+    if path:
+        if os.access(path, os.X_OK):
+            return path, None
+        return None, f"${PRISTINE_ENV}={path} is not an executable"
+    cache = os.environ.get("TRACEMALLOC_FORK_CACHE")
+    if not cache:
+        base = (os.environ.get("XDG_CACHE_HOME")
+                or os.path.join(os.path.expanduser("~"), ".cache"))
+        cache = os.path.join(base, "tracemalloc-fork")
+    builds = []
+    for stamp in glob.glob(os.path.join(glob.escape(cache),
+                                        f"pristine-{version}-build", "*",
+                                        ".built")):
+        python = os.path.join(os.path.dirname(stamp), f"Python-{version}",
+                              "python")
+        if os.access(python, os.X_OK):
+            builds.append((os.path.getmtime(stamp), python))
+    if not builds:
+        return None, (f"no pristine CPython {version} build: run "
+                      f"`make bench-pristine` or set ${PRISTINE_ENV}")
+    return max(builds)[1], None
+
+
+# --------------------------------------------------------------------------
+# The program: a header (helpers, on lines that are not step lines), then
+# the steps, each followed by a report line M(k).
+
+HEADER = r'''
+import ctypes, gc, json, os, sys, threading, tracemalloc, _tracemalloc
+try:
+    import _testinternalcapi
+    _GT = _testinternalcapi._PyTraceMalloc_GetTraceback
+except (ImportError, AttributeError):
+    _GT = None
+try:
+    import _testcapi
+except ImportError:
+    _testcapi = None
+try:
+    import _testtracemalloc as _ttm
+except ImportError:
+    _ttm = None
+api = ctypes.pythonapi
+nogil = ctypes.CDLL(None)
+for _lib in (api, nogil):
+    for _d in ("PyMem_Raw", "PyMem_", "PyObject_"):
+        for _n, _r, _a in (("Malloc", ctypes.c_void_p, [ctypes.c_size_t]),
+                           ("Calloc", ctypes.c_void_p,
+                            [ctypes.c_size_t, ctypes.c_size_t]),
+                           ("Realloc", ctypes.c_void_p,
+                            [ctypes.c_void_p, ctypes.c_size_t]),
+                           ("Free", None, [ctypes.c_void_p])):
+            _f = getattr(_lib, _d + _n)
+            _f.restype = _r
+            _f.argtypes = _a
+del _lib, _d, _n, _r, _a, _f
+SK = json.loads(os.environ.get("FUZZ_SAMPLE_KW", "{}"))
+MODE = os.environ.get("FUZZ_MODE", "exact")
+STEP_LINES = set(json.loads(os.environ["FUZZ_STEP_LINES"]))
+OUT = open(os.environ["FUZZ_OUT"], "w")
+H = {}                 # objects held
+B = {}                 # blocks held: name -> address
+HITS = [0, 0]
+A = object()
+
+def _start(nframe, every_byte=False):
+    # every_byte: sampling mode with an interval of 1 byte on the fork (a
+    # block of 16 bytes or more is sampled with probability 1 - 1e-7), so
+    # that the sampling paths are compared with pristine's exact answers
+    if every_byte and not SK:
+        try:
+            tracemalloc.start(nframe, sample=1)
+            return
+        except TypeError:        # pristine: no sampling mode
+            pass
+    tracemalloc.start(nframe, **SK)
+
+def _seed(seed):
+    if SK and hasattr(_tracemalloc, "_set_sample_seed"):
+        _tracemalloc._set_sample_seed(seed)
+
+def _tb(tb):
+    if tb is None:
+        return None
+    return [f"{f[1]}" if f[0] == __file__ else "?" for f in tb]
+
+def _mine(tb):
+    return bool(tb) and tb[0][0] == __file__ and tb[0][1] in STEP_LINES
+
+def Th(fn):
+    box = []
+    t = threading.Thread(target=lambda: box.append(fn()))
+    t.start()
+    t.join()
+    return box[0]
+
+class Worker:
+    def __init__(self):
+        import queue
+        self.q = queue.Queue()
+        self.r = queue.Queue()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+    def run(self):
+        while True:
+            fn = self.q.get()
+            if fn is None:
+                return
+            self.r.put(fn())
+    def do(self, fn):
+        self.q.put(fn)
+        return self.r.get()
+W = None
+
+def Fork(fn):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            made = fn()
+            res = [_tb(_tracemalloc._get_object_traceback(x)) for x in made]
+            os.write(w, json.dumps(res).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return "fork:" + data.decode()
+
+def _held(name, value):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        runs = []           # run-length: [[traceback, count], ...]
+        for x in value:
+            tb = _tb(_tracemalloc._get_object_traceback(x))
+            if runs and runs[-1][0] == tb:
+                runs[-1][1] += 1
+            else:
+                runs.append([tb, 1])
+        return runs
+    return _tb(_tracemalloc._get_object_traceback(value))
+
+def M(k):
+    gc.collect()           # empties the free lists of both versions
+    rep = {"step": k, "tracing": tracemalloc.is_tracing()}
+    if MODE == "exact":
+        rep["held"] = {n: _held(n, v) for n, v in sorted(H.items())}
+        rep["blocks"] = {n: _tb(_GT(0, v)) if _GT and v else None
+                         for n, v in sorted(B.items())}
+        agg = {}
+        if tracemalloc.is_tracing():
+            for t in _tracemalloc._get_traces():
+                if _mine(t[2]):
+                    key = (t[0], " ".join(_tb(t[2])))
+                    c = agg.setdefault(key, [0, 0])
+                    c[0] += 1
+                    c[1] += t[1]
+        rep["traces"] = sorted([d, tb, c, s] for (d, tb), (c, s)
+                               in agg.items())
+    OUT.write(json.dumps(rep) + "\n")
+    OUT.flush()
+    del rep, agg
+    # the report's own objects (made untraced by the fork's _get_traces(),
+    # traced by pristine's: documented) must not reach the program
+    gc.collect()
+
+def END():
+    rep = {"step": "end", "hits": HITS}
+    if MODE == "sampling" and tracemalloc.is_tracing():
+        gc.collect()
+        snap = tracemalloc.take_snapshot()
+        lines = {}
+        blocks = {}
+        for st in snap.statistics("lineno"):
+            f = st.traceback[0]
+            if f.filename == __file__ and f.lineno in STEP_LINES:
+                lines[f.lineno] = lines.get(f.lineno, 0) + st.size
+        if not SK:
+            for tr in snap.traces:
+                f = tr.traceback[0]
+                if f.filename == __file__ and f.lineno in STEP_LINES:
+                    blocks.setdefault(f.lineno, []).append(tr.size)
+            for v in blocks.values():
+                v.sort()
+        rep["lines"] = lines
+        rep["blocks"] = blocks
+    OUT.write(json.dumps(rep) + "\n")
+    OUT.flush()
+'''
+
+
+class Gen:
+    """Generates the steps of one program from a seed.  A step is a list
+    of source lines (no report in between); the generator keeps the model
+    of what the program holds so that frees and resizes name live
+    things."""
+
+    def __init__(self, seed, mode):
+        self.rng = random.Random(seed)
+        self.mode = mode
+        self.n = 0
+        self.blocks = {}        # name -> (domain, size)
+        self.objs = set()
+        self.lists = set()
+        self.tracing = False
+        self.every_byte = mode == "exact" and self.rng.random() < 0.4
+        self.sizes = [x for x in SIZES if x >= 16] if self.every_byte else SIZES
+
+    def name(self, prefix):
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def size(self):
+        return self.rng.choice(self.sizes)
+
+    def start_call(self, nframe):
+        eb = self.every_byte and self.rng.random() < 0.6
+        return f"_start({nframe}, True)" if eb else f"_start({nframe})"
+
+    # each returns a list of lines
+    def s_start(self):
+        nframe = self.rng.choice([1, 1, 3, 10])
+        pre = ["gc.collect()"] if self.rng.random() < 0.5 else []
+        if self.tracing:
+            return pre + ["tracemalloc.stop()", self.start_call(nframe)]
+        self.tracing = True
+        return pre + [self.start_call(nframe)]
+
+    def s_stop(self):
+        self.tracing = False
+        return ["tracemalloc.stop()"]
+
+    def s_clear(self):
+        return [self.rng.choice(["tracemalloc.clear_traces()",
+                                 "tracemalloc.reset_peak()"])]
+
+    def s_seed(self):
+        return [f"_seed({self.rng.randrange(1 << 32)})"]
+
+    def s_block(self):
+        dom = self.rng.choice(list(DOMAINS))
+        how = self.rng.choice(["Malloc", "Calloc"])
+        lib = "nogil" if dom == "raw" and self.rng.random() < 0.5 else "api"
+        size = self.size()
+        name = self.name("b")
+        self.blocks[name] = (dom, size)
+        if how == "Malloc":
+            call = f"{lib}.{DOMAINS[dom]}Malloc({size})"
+        else:
+            n = self.rng.choice([1, 2, 3])
+            call = f"{lib}.{DOMAINS[dom]}Calloc({n}, {max(size // n, 1)})"
+        return [f"B[{name!r}] = {call}"]
+
+    def s_realloc(self):
+        if not self.blocks:
+            return self.s_block()
+        name = self.rng.choice(sorted(self.blocks))
+        dom, size = self.blocks[name]
+        new = self.size()
+        lib = "nogil" if dom == "raw" and self.rng.random() < 0.5 else "api"
+        lines = [f"B[{name!r}] = {lib}.{DOMAINS[dom]}Realloc("
+                 f"B[{name!r}], {new})"]
+        if self.rng.random() < 0.3:
+            # a move: a neighbour keeps the old place busy
+            keep = self.name("b")
+            self.blocks[keep] = (dom, size)
+            lines.insert(0, f"B[{keep!r}] = api.{DOMAINS[dom]}"
+                            f"Malloc({size})")
+        self.blocks[name] = (dom, new)
+        return lines
+
+    def s_free(self):
+        if not self.blocks:
+            return self.s_block()
+        name = self.rng.choice(sorted(self.blocks))
+        dom, _ = self.blocks.pop(name)
+        lib = "nogil" if dom == "raw" and self.rng.random() < 0.6 else "api"
+        return [f"{lib}.{DOMAINS[dom]}Free(B.pop({name!r}))"]
+
+    def item_expr(self):
+        kind = self.rng.choice(["float", "tuple", "tuple", "list", "dict",
+                                "bytes"])
+        if kind == "float":
+            return f"float(i) + {self.rng.random():.3f}"
+        if kind == "tuple":
+            k = self.rng.randint(1, 8)
+            return f"({'A, ' * (k - 1)}i)"
+        if kind == "list":
+            return f"[i] * {self.rng.randint(0, 9)}"
+        if kind == "dict":
+            return f"{{j: i for j in range({self.rng.randint(0, 6)})}}"
+        return f"bytes({self.rng.choice([1, 100, 600])})"
+
+    def make_expr(self, item=None):
+        n = self.rng.choice([1, 5, 50, 300])
+        return f"[{item or self.item_expr()} for i in range({n})]"
+
+    def prealloc(self, target, item, n):
+        # no resize: the list has its final size before the items come
+        return [f"{target} = [None] * {n}",
+                f"for i in range({n}): {target}[i] = {item}"]
+
+    def s_objects(self):
+        name = self.name("o")
+        self.objs.add(name)
+        return [f"H[{name!r}] = {self.make_expr()}"]
+
+    def s_churn(self):
+        # made, freed to the free list, reused at another line: held
+        name = self.name("o")
+        self.objs.add(name)
+        item = self.item_expr()
+        if self.rng.random() < 0.5:
+            expr = self.make_expr(item)
+            return [f"T = {expr}", "del T", f"H[{name!r}] = {expr}"]
+        n = self.rng.choice([10, 200, 1000])
+        return (self.prealloc("T", item, n) + ["del T"]
+                + self.prealloc(f"H[{name!r}]", item, n))
+
+    def s_lifecycle(self):
+        """A burst without reports in between: a block resized while
+        tracing, a change of tracing state, the block freed, tracing again,
+        then objects made and reused through a free list (the order in
+        which a stale engine state shows)."""
+        lines = []
+        n = self.rng.choice([10, 200, 1000])
+        if self.rng.random() < 0.5:
+            k = self.rng.randint(0, 9)
+            lines += [f"L = [0] * {k}", "L.append(0)"]
+            free = ["del L"]
+        else:
+            dom = self.rng.choice(["raw", "raw", "mem", "obj"])
+            lib = self.rng.choice(["api", "nogil"]) if dom == "raw" else "api"
+            s0, s1 = self.rng.choice(self.sizes), self.rng.choice(self.sizes)
+            lines += [f"P = api.{DOMAINS[dom]}Malloc({s0})",
+                      f"P = {lib}.{DOMAINS[dom]}Realloc(P, {s1})"]
+            lib = self.rng.choice(["api", "nogil"]) if dom == "raw" else "api"
+            free = [f"{lib}.{DOMAINS[dom]}Free(P)"]
+        how = self.rng.choice(["stop", "clear", "none"])
+        if how == "stop":
+            lines += ["tracemalloc.stop()"] + free
+            lines.append(self.start_call(self.rng.choice([1, 3])))
+        elif how == "clear":
+            lines += ["tracemalloc.clear_traces()"] + free
+        else:
+            lines += free
+        self.tracing = True
+        name = self.name("o")
+        self.objs.add(name)
+        item = self.item_expr()
+        lines += self.prealloc("T", item, n) + ["del T"]
+        lines += self.prealloc(f"H[{name!r}]", item, n)
+        return lines
+
+    def s_drop(self):
+        pool = sorted(self.objs | self.lists)
+        if not pool:
+            return self.s_objects()
+        name = self.rng.choice(pool)
+        self.objs.discard(name)
+        self.lists.discard(name)
+        return [f"del H[{name!r}]"]
+
+    def s_list_resize(self):
+        if not self.lists or self.rng.random() < 0.4:
+            name = self.name("l")
+            self.lists.add(name)
+            k = self.rng.choice([0, 1, 3, 4, 7, 8, 16, 60, 64, 100])
+            return [f"H[{name!r}] = [0] * {k}"]
+        name = self.rng.choice(sorted(self.lists))
+        op = self.rng.choice(["append", "extend", "shrink", "clear"])
+        if op == "append":
+            return [f"H[{name!r}].append(0)"]
+        if op == "extend":
+            return [f"H[{name!r}].extend(range({self.rng.choice([1, 4, 9, 70, 600])}))"]
+        if op == "shrink":
+            return [f"del H[{name!r}][{self.rng.choice([0, 1, 2, 5])}:]"]
+        return [f"H[{name!r}].clear()"]
+
+    def s_thread(self):
+        name = self.name("o")
+        self.objs.add(name)
+        return [f"H[{name!r}] = Th(lambda: {self.make_expr()})"]
+
+    def s_fork(self):
+        name = self.name("f")
+        return [f"H[{name!r}] = Fork(lambda: {self.make_expr()})"]
+
+    def s_user_alloc(self):
+        lines = ["if _testcapi: _testcapi.set_nomemory(1 << 30)"]
+        for _ in range(self.rng.randint(1, 3)):
+            if self.rng.random() < 0.5:
+                name = self.name("o")
+                self.objs.add(name)
+                lines.append(f"H[{name!r}] = {self.make_expr()}")
+            else:
+                lines += self.s_block()
+        lines.append("if _testcapi: _testcapi.remove_mem_hooks()")
+        return lines
+
+    STEPS = [("s_start", 3), ("s_stop", 2), ("s_clear", 2), ("s_seed", 1),
+             ("s_block", 6), ("s_realloc", 6), ("s_free", 5),
+             ("s_objects", 5), ("s_churn", 6), ("s_drop", 5),
+             ("s_list_resize", 7), ("s_thread", 2), ("s_fork", 1),
+             ("s_user_alloc", 1), ("s_lifecycle", 4)]
+
+    def exact_program(self, nsteps):
+        # the allocator of the run: a property of the seed
+        self.pythonmalloc = self.rng.choice([None, None, "malloc"])
+        steps = [self.s_start()]
+        names = [n for n, w in self.STEPS for _ in range(w)]
+        for _ in range(nsteps - 1):
+            steps.append(getattr(self, self.rng.choice(names))())
+        return steps
+
+    # sampling mode: kept memory at several lines, restarts in between, a
+    # persistent worker thread, a user allocator built on PyMem_Raw*().
+    def sampling_program(self, nsteps):
+        steps = [["W = Worker()", "W.do(lambda: bytes(10))"],
+                 [f"_start(1)", f"_seed({self.rng.randrange(1 << 32)})"],
+                 # the worker draws its countdown under this run
+                 ["W.do(lambda: [bytes(50) for i in range(20)])"]]
+        for _ in range(nsteps):
+            r = self.rng.random()
+            if r < 0.15:
+                steps.append(["tracemalloc.stop()", "_start(1)",
+                              f"_seed({self.rng.randrange(1 << 32)})"])
+            elif r < 0.45:
+                n = self.rng.choice([2000, 20000])
+                s = self.rng.choice([16, 64, 100, 1000])
+                steps.append([f"H[{self.name('w')!r}] = W.do(lambda: "
+                              f"[bytes({s}) for i in range({n})])"])
+            elif r < 0.7:
+                n = self.rng.choice([2000, 20000])
+                s = self.rng.choice([16, 64, 100, 1000, 70000])
+                steps.append([f"H[{self.name('m')!r}] = "
+                              f"[bytes({s}) for i in range({min(n, 200) if s > 5000 else n})]"])
+            elif r < 0.85:
+                n = self.rng.choice([500, 3000])
+                s = self.rng.choice([64, 100, 600])
+                dom = self.rng.choice(["PyMem_", "PyObject_", "PyMem_Raw"])
+                steps.append([f"H[{self.name('p')!r}] = "
+                              f"[api.{dom}Malloc({s}) for i in range({n})]"])
+            else:
+                n = self.rng.choice([2000, 5000])
+                s = self.rng.choice([64, 100, 1000])
+                steps.append([f"for _i in range({n}): _r = _ttm.raw_backed_"
+                              f"allocation({s}) if _ttm else (None,) * 4; "
+                              "HITS[0] += (_r[0] is not None) + (_r[2] is not None); "
+                              "HITS[1] += (_r[1] is not None) + (_r[3] is not None)"])
+        return steps
+
+
+def render(steps, mode):
+    """Source text and the set of step line numbers."""
+    lines = HEADER.split("\n")
+    step_lines = []
+    for k, step in enumerate(steps):
+        for line in step:
+            lines.append(line)
+            step_lines.append(len(lines))
+        if mode == "exact":
+            lines.append(f"M({k})")
+    lines.append("END()")
+    return "\n".join(lines) + "\n", step_lines
+
+
+def run(python, steps, mode, sample_kw=None, env_extra=None, tmpdir=None):
+    """Run *steps* on *python*: (list of reports, error text or None)."""
+    src, step_lines = render(steps, mode)
+    path = os.path.join(tmpdir, "prog.py")
+    with open(path, "w") as f:
+        f.write(src)
+    out_path = os.path.join(tmpdir, "out.jsonl")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PYTHONHASHSEED="0", FUZZ_MODE=mode,
+               FUZZ_SAMPLE_KW=json.dumps(sample_kw or {}),
+               FUZZ_STEP_LINES=json.dumps(step_lines), FUZZ_OUT=out_path)
+    env.update(env_extra or {})
+    try:
+        proc = subprocess.run([python, "-s", path], env=env,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return [], "timeout"
+    try:
+        with open(out_path) as f:
+            out = f.read()
+        os.unlink(out_path)
+    except FileNotFoundError:
+        out = ""
+    reports = [json.loads(line) for line in out.splitlines() if line]
+    err = None
+    if proc.returncode != 0:
+        err = (f"exit {proc.returncode}: "
+               f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    return reports, err
+
+
+def _flat(report):
+    """A report as {key: value}, one key per held thing and per trace
+    group."""
+    flat = {}
+    for key, value in report.items():
+        if key in ("held", "blocks") and isinstance(value, dict):
+            for n, v in value.items():
+                flat[f"{key}[{n}]"] = json.dumps(v)
+        elif key == "traces":
+            for d, tb, c, size in value:
+                flat[f"trace domain {d} lines {tb}"] = json.dumps([c, size])
+        else:
+            flat[key] = json.dumps(value)
+    return flat
+
+
+def diff_exact(a, runs):
+    """First difference between the fork's reports *a* and pristine's
+    (*runs*, a list of runs of the same program), as text, or None.  Some
+    answers of pristine itself change from run to run (what a free list
+    holds after a thread ran); the fork's answer for a key passes when any
+    run of pristine gave it."""
+    nsteps = max(len(b) for b in runs)
+    if len(a) != nsteps:
+        return f"the fork made {len(a)} reports, pristine {nsteps}"
+    for k, ra in enumerate(a):
+        fa = _flat(ra)
+        fbs = [_flat(b[k]) for b in runs if len(b) > k]
+        out = []
+        for key in sorted(set(fa).union(*fbs)):
+            va = fa.get(key)
+            vbs = [fb.get(key) for fb in fbs]
+            if va not in vbs:
+                out.append(f"  {key}: fork {va} pristine "
+                           + " or ".join(sorted(set(map(str, vbs)))))
+        if out:
+            return f"after step {ra.get('step')}:\n" + "\n".join(out)
+    return None
+
+
+def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
+    a, ea = run(fork, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
+    b, eb = run(pristine, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
+    if (ea or eb) and ea != eb:
+        return f"fork: {ea}\npristine: {eb}"
+    runs = [b]
+    d = diff_exact(a, runs)
+    while d is not None and len(runs) <= reruns:
+        runs.append(run(pristine, steps, "exact", env_extra=env_extra,
+                        tmpdir=tmpdir)[0])
+        d = diff_exact(a, runs)
+    return d
+
+
+def check_sampling(fork, steps, sample, env_extra, tmpdir):
+    """Estimate against the fork's own exact answer: text or None."""
+    a, ea = run(fork, steps, "sampling", {"sample": sample},
+                env_extra=env_extra, tmpdir=tmpdir)
+    b, eb = run(fork, steps, "sampling", {}, env_extra=env_extra,
+                tmpdir=tmpdir)
+    if ea or eb:
+        return f"sampled: {ea}\nexact: {eb}"
+    est, exact = a[-1], b[-1]
+    out = []
+    R = sample
+    for line, blocks in sorted(exact.get("blocks", {}).items()):
+        true = sum(blocks)
+        var = sum(s * s * math.expm1(s / R) for s in blocks if s)
+        # (1-p)/p = exp(s/R) - 1
+        sd = math.sqrt(var)
+        got = est.get("lines", {}).get(line, 0)
+        slack = max(blocks) + R
+        if abs(got - true) > Z_BOUND * sd + slack:
+            out.append(f"  line {line}: estimate {got} exact {true} "
+                       f"(sd {sd:.0f}, z {(got - true) / max(sd, 1):.1f})")
+    for line, got in sorted(est.get("lines", {}).items()):
+        if line not in exact.get("blocks", {}) and got > 4 * R:
+            out.append(f"  line {line}: estimate {got}, exact 0")
+    inner = est["hits"][1]
+    if inner:
+        out.append(f"  user allocator built on PyMem_Raw*: {inner} of its "
+                   f"inner raw blocks sampled (exact traces none; "
+                   f"{est['hits'][0]} caller blocks sampled)")
+    return "\n".join(out) if out else None
+
+
+def shrink(steps, still_fails, budget):
+    """Delta-debugging of the step list, keeping step 0 (start)."""
+    chunk = max(1, len(steps) // 2)
+    while chunk >= 1 and budget > 0:
+        i = 1
+        changed = False
+        while i < len(steps) and budget > 0:
+            cand = steps[:i] + steps[i + chunk:]
+            budget -= 1
+            if len(cand) < len(steps) and still_fails(cand):
+                steps = cand
+                changed = True
+            else:
+                i += chunk
+        if not changed:
+            chunk //= 2
+    return steps
+
+
+def fuzz_one(seed, args, tmpdir):
+    """Return a report of a mismatch for *seed*, or None."""
+    env_extra = {}
+    gen = Gen(seed, args.mode)
+    if args.mode == "exact":
+        steps = gen.exact_program(args.steps)
+        alloc = args.pythonmalloc or gen.pythonmalloc
+        if alloc and alloc != "pymalloc":
+            env_extra["PYTHONMALLOC"] = alloc
+        check = lambda s: check_exact(args.fork_python, args.pristine_python,
+                                      s, env_extra, tmpdir)
+    else:
+        steps = gen.sampling_program(max(3, args.steps // 4))
+        sample = gen.rng.choice([1024, 4096, 65536])
+        if args.pythonmalloc and args.pythonmalloc != "pymalloc":
+            env_extra["PYTHONMALLOC"] = args.pythonmalloc
+        check = lambda s: check_sampling(args.fork_python, s, sample,
+                                         env_extra, tmpdir)
+    d = check(steps)
+    if d is None:
+        return None
+    if args.shrink:
+        steps = shrink(steps, lambda s: check(s) is not None, args.shrink)
+        d = check(steps) or d
+    text = [f"MISMATCH seed {seed} mode {args.mode}"
+            + (f" PYTHONMALLOC={env_extra['PYTHONMALLOC']}"
+               if "PYTHONMALLOC" in env_extra else "")
+            + (f" sample {sample}" if args.mode == "sampling" else ""),
+            "steps:"]
+    for k, step in enumerate(steps):
+        text.append(f"  [{k}] " + "; ".join(step))
+    text.append(d)
+    return "\n".join(text)
+
+
+def parse_seeds(text):
+    seeds = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        seeds += range(int(lo), int(hi or lo) + 1)
+    return seeds
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--fork-python", default=DEFAULT_FORK)
+    p.add_argument("--pristine-python")
+    p.add_argument("--mode", choices=["exact", "sampling"], default="exact")
+    p.add_argument("--both-modes", action="store_true",
+                   help="alternate exact and sampling seeds")
+    p.add_argument("--pythonmalloc", default=None,
+                   help="PYTHONMALLOC for both runs (e.g. malloc)")
+    p.add_argument("--seeds", help="e.g. 0-99,120")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--seconds", type=float, default=None)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--shrink", type=int, default=60,
+                   help="budget of runs to shrink a mismatch (0: none)")
+    p.add_argument("--show", action="store_true",
+                   help="print the program of --seed and exit")
+    p.add_argument("--keep-going", action="store_true")
+    args = p.parse_args(argv)
+
+    if args.show:
+        gen = Gen(args.seed or 0, args.mode)
+        steps = (gen.exact_program(args.steps) if args.mode == "exact"
+                 else gen.sampling_program(max(3, args.steps // 4)))
+        print(render(steps, args.mode)[0])
+        return 0
+    if args.mode == "exact" or args.both_modes:
+        if not args.pristine_python:
+            version = subprocess.run(
+                [args.fork_python, "-c",
+                 "import sys; print(sys.version.split()[0])"],
+                capture_output=True, text=True).stdout.strip()
+            args.pristine_python, why = find_pristine(version)
+            if args.pristine_python is None:
+                print(f"fuzz_differential: {why}", file=sys.stderr)
+                return 2
+    if args.seed is not None:
+        seeds = iter([args.seed])
+    elif args.seeds:
+        seeds = iter(parse_seeds(args.seeds))
+    else:
+        start = random.randrange(1 << 30)
+        seeds = iter(range(start, start + (1 << 30)))
+    deadline = time.monotonic() + args.seconds if args.seconds else None
+    found = runs = 0
+    modes = ["exact", "sampling"] if args.both_modes else [args.mode]
+    with tempfile.TemporaryDirectory(prefix="fuzzdiff") as tmpdir:
+        for seed in seeds:
+            if deadline and time.monotonic() > deadline:
+                break
+            for mode in modes:
+                args.mode = mode
+                runs += 1
+                report = fuzz_one(seed, args, tmpdir)
+                if report:
+                    found += 1
+                    print(report, flush=True)
+                    if not args.keep_going:
+                        return 1
+    print(f"fuzz_differential: {runs} programs, {found} mismatches")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
