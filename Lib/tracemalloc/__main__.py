@@ -933,7 +933,8 @@ def command_leaks(argv):
                 and _skip_runner_frames(exc.__traceback__) is None):
             # The checker's own refusal (tracing stopped or cleared while
             # it ran), not an error of the target (issue 29, 2.20).
-            print(f"{parser.prog}: error: {exc}", file=report_file)
+            print(f"{parser.prog}: error: the leak check gave no verdict "
+                  f"(LeakCheckError): {exc}", file=report_file)
             return EXIT_USAGE
         _print_target_error(exc, report_file)
         print(f"{parser.prog}: error: the target {target!r} raised "
