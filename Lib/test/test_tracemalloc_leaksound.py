@@ -21,6 +21,10 @@ failure is reported once, with no leak verdict.
 
 2.6: a leak at a line that a bounded buffer also allocates at was masked:
 the site's level went up and down.  Each traceback is judged too.
+
+2.8: what a workload kept of tracemalloc's own API (every snapshot it
+took, every statistics() list) was taken for the checker's memory.  Now
+a trace is the workload's when workload code called the package.
 """
 
 import os
@@ -411,6 +415,44 @@ class SharedLineTest(unittest.TestCase):
         report = leaks.check(keep_in_batch)
         self.assertFalse(report, report.format(limit=None))
 
+
+import tracemalloc
+
+SNAPSHOTS = []
+
+
+def keep_snapshots():
+    SNAPSHOTS.append(tracemalloc.take_snapshot())
+
+
+def keep_statistics():
+    SNAPSHOTS.append(tracemalloc.take_snapshot().statistics('lineno'))
+
+
+def drop_snapshot():
+    snapshot = tracemalloc.take_snapshot()
+    snapshot.statistics('lineno')
+    del snapshot
+
+
+class OwnAPITest(unittest.TestCase):
+    """2.8: memory kept through tracemalloc's API is the workload's."""
+
+    def tearDown(self):
+        SNAPSHOTS.clear()
+
+    def test_kept_snapshots_found(self):
+        report = leaks.check(keep_snapshots, warmup=1, rounds=4)
+        self.assertTrue(report, report.format())
+        self.assertIn("tracemalloc", report.format(limit=None))
+
+    def test_kept_statistics_found(self):
+        report = leaks.check(keep_statistics, warmup=1, rounds=4)
+        self.assertTrue(report, report.format())
+
+    def test_dropped_snapshot_clean(self):
+        report = leaks.check(drop_snapshot, warmup=1, rounds=4)
+        self.assertFalse(report, report.format(limit=None))
 
 
 if __name__ == "__main__":

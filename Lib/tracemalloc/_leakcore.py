@@ -180,10 +180,27 @@ class Ownership:
             harness = self._harness
             return not (harness and any(filename.startswith(harness)
                                         for filename, _ in frames))
+        # The package's frames at the most recent end: the tool's own code,
+        # or the package's API called by the workload.  After them, the
+        # first frame of the package decides, as above: when the code
+        # between is not the package's (workload code that called
+        # take_snapshot(), statistics()...), a call line there makes the
+        # memory the workload's -- a workload that keeps every snapshot
+        # leaks.  A call line right under the most recent frames, with no
+        # other code between, is the tool's code called as a workload
+        # helper (its own allocations).
+        leading = frames[0][0] in own_files if frames else False
+        if leading and frames[0] in _WORKLOAD_CALLS:
+            return True     # a C callable called directly as the workload
         for frame in frames:
             if frame[0] in own_files:
-                return frame in _WORKLOAD_CALLS
-        return True
+                if not leading:
+                    return frame in _WORKLOAD_CALLS
+                if frame in _WORKLOAD_CALLS:
+                    return False
+            else:
+                leading = False
+        return False
 
 
 def strip_tool_frames(traceback, directories=()):
