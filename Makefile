@@ -76,6 +76,7 @@ help:
 	@echo "make clang-test      clang build (build/BASE/clang), the engine's tests under it"
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
 	@echo "make fuzz            fuzz Snapshot.load() for FUZZ_SECONDS (default 300)"
+	@echo "make fuzz-differential  the engine against pristine $(BASE_VERSION) for FUZZ_SECONDS"
 	@echo "make test-all [TESTS='test_gc ...'] [CHUNK=40 [RESUME=1]]  the whole suite: fork, fork traced, pristine"
 	@echo "make clean | distclean   (distclean removes build/BASE; build/ holds every base)"
 
@@ -291,6 +292,13 @@ valgrind: build
 FUZZ_SECONDS ?= 300
 fuzz: build
 	$(FORK_PYTHON) Tools/fork/fuzz_snapshot.py --seconds $(FUZZ_SECONDS)
+
+# The differential fuzzer of the engine (Tools/fork/fuzz_differential.py):
+# exact mode against pristine, sampling mode against the fork's own answers.
+.PHONY: fuzz-differential
+fuzz-differential: build
+	$(FORK_PYTHON) Tools/fork/fuzz_differential.py --fork-python $(FORK_PYTHON) \
+	    --both-modes --keep-going --seconds $(FUZZ_SECONDS)
 
 # CPython's whole regression suite, three ways (about an hour each here);
 # TESTS="test_gc test_zlib" runs a subset; CHUNK=40 runs 40 modules at a

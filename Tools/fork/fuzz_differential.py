@@ -197,7 +197,10 @@ def Fork(fn):
         os.close(r)
         try:
             made = fn()
-            res = [_tb(_tracemalloc._get_object_traceback(x)) for x in made]
+            # the tracebacks seen, not which objects an untraced free-list
+            # entry went to (that changes from run to run in pristine too)
+            res = sorted({json.dumps(_tb(_tracemalloc._get_object_traceback(x)))
+                          for x in made} - {"null"})
             os.write(w, json.dumps(res).encode())
         finally:
             os._exit(0)
@@ -647,8 +650,8 @@ def check_sampling(fork, steps, sample, env_extra, tmpdir):
     R = sample
     for line, blocks in sorted(exact.get("blocks", {}).items()):
         true = sum(blocks)
-        var = sum(s * s * math.expm1(s / R) for s in blocks if s)
-        # (1-p)/p = exp(s/R) - 1
+        var = sum(s * s / math.expm1(s / R) for s in blocks if s)
+        # (1-p)/p = 1 / (exp(s/R) - 1)
         sd = math.sqrt(var)
         got = est.get("lines", {}).get(line, 0)
         slack = max(blocks) + R
