@@ -4,9 +4,10 @@ With tracing on (``./python -X tracemalloc=25 -m test -R 3:3 test_x``), the
 fork's Lib/test/libregrtest/refleak.py (patch 0006) asks a RefleakTracer
 for a snapshot after each run of the test, and when its verdict is that the
 test leaked, prints the allocation sites whose memory grew in every tracked
-run, with their lines and tracebacks.  regrtest's verdict itself is left as
-it is: between runs, the tracer holds no memory block that regrtest counts
-(see RefleakTracer).
+run, with their lines and tracebacks.  Between runs, the tracer holds no
+memory block that regrtest counts (see RefleakTracer), so regrtest's own
+verdict is left as it is; when that verdict is no leak, a site whose memory
+grew in every tracked run still fails the test (leak_message()).
 
 On a release build, which has no sys.gettotalrefcount(), -R is accepted when
 tracing is on: it then checks memory blocks and file descriptors only.
@@ -104,17 +105,9 @@ class RefleakTracer:
             self._index += 1
         return 0, 0
 
-    def report(self, file=None):
-        """Print the sites that grew in every tracked run (call once, when
-        regrtest found a leak); return the LeakReport (None when the tracer
-        is inactive, or turned inactive: then it says why)."""
-        if self._no_sites:
-            print(f"tracemalloc: {self.test_name}: no allocation sites: "
-                  f"{self._no_sites}", file=file or sys.stderr, flush=True)
-            return None
-        if not self.active:
-            return None
-        if self._report is None:
+    def _leak_report(self):
+        """The LeakReport of the tracked runs (computed once), or None."""
+        if self._report is None and self.active and not self._no_sites:
             recorder = _leakcore.Recorder.loads(self._state)
             self._state = None
             # regrtest's leak is growth in every run: so are its sites.
@@ -123,5 +116,37 @@ class RefleakTracer:
                 traceback_limit=tracemalloc.get_traceback_limit(),
                 title=self.test_name,
                 directories=_harness_directories())
-        print(self._report.format(), file=file or sys.stderr, flush=True)
         return self._report
+
+    def leak_message(self):
+        """When some allocation site's memory grew in every tracked run,
+        the line regrtest prints for a leak, in regrtest's own form
+        ("TEST leaked [...] traced bytes at N allocation sites"); else
+        None.  Call it after the last run, and only when regrtest's own
+        counts found no leak: the counts of all memory blocks can miss a
+        site that grows in every run while other blocks come and go (on
+        3.11, an IsolatedAsyncioTestCase frees blocks of its event loop in
+        every other run)."""
+        report = self._leak_report()
+        if not report:
+            return None
+        sizes = [sum(column) for column
+                 in zip(*(site.sizes for site in report.sites))]
+        sites = len(report.sites)
+        return (f"{self.test_name} leaked {sizes} traced bytes "
+                f"at {sites} allocation site{'' if sites == 1 else 's'}, "
+                f"sum={sum(sizes)} (tracemalloc)")
+
+    def report(self, file=None):
+        """Print the sites that grew in every tracked run (call once, when
+        regrtest found a leak); return the LeakReport (None when the tracer
+        is inactive, or turned inactive: then it says why)."""
+        if self._no_sites:
+            print(f"tracemalloc: {self.test_name}: no allocation sites: "
+                  f"{self._no_sites}", file=file or sys.stderr, flush=True)
+            return None
+        report = self._leak_report()
+        if report is None:
+            return None
+        print(report.format(), file=file or sys.stderr, flush=True)
+        return report

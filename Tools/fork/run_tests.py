@@ -44,8 +44,7 @@ OURS = [
     "test.test_tracemalloc_leaksound",  # issue 29: 2.1 2.5-2.8 2.15
     # issue 29: not yet green on both bases (see the closing note of stop 28)
     #     "test.test_tracemalloc_differential",  # issue 29: 3.1; skips w/o pristine
-    # issue 29: not yet green on both bases (see the closing note of stop 28)
-    #     "test.test_tracemalloc_verdicts",  # issue 29: 3.2 (verdict matrix)
+    "test.test_tracemalloc_verdicts",  # issue 29: 3.2 (verdict matrix)
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
     "test_bench_tools",         # Tools/fork/tests
