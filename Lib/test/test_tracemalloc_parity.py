@@ -110,8 +110,9 @@ PRISTINE = None
 SKIP_REASON = None
 
 
-def find_pristine():
-    """Return (path of the pristine python, None) or (None, why not)."""
+def find_pristine(version=PRISTINE_VERSION):
+    """Return (path of the pristine python *version*, None) or (None, why
+    not).  Tools/fork/fuzz_differential.py finds pristine with it too."""
     path = os.environ.get(PRISTINE_ENV)
     if path:
         if os.access(path, os.X_OK):
@@ -125,16 +126,16 @@ def find_pristine():
                 or os.path.join(os.path.expanduser("~"), ".cache"))
         cache = os.path.join(base, "tracemalloc-fork")
     stamps = glob.glob(os.path.join(
-        glob.escape(cache), f"pristine-{PRISTINE_VERSION}-build", "*",
+        glob.escape(cache), f"pristine-{version}-build", "*",
         ".built"))
     builds = []
     for stamp in stamps:
         python = os.path.join(os.path.dirname(stamp),
-                              f"Python-{PRISTINE_VERSION}", "python")
+                              f"Python-{version}", "python")
         if os.access(python, os.X_OK):
             builds.append((os.path.getmtime(stamp), python))
     if not builds:
-        return None, (f"no pristine CPython {PRISTINE_VERSION} build: run "
+        return None, (f"no pristine CPython {version} build: run "
                       f"`make bench-pristine` or set ${PRISTINE_ENV}")
     return max(builds)[1], None
 

@@ -205,34 +205,12 @@ class RunPeakCLITests(unittest.TestCase):
 # --------------------------------------------------------------------------
 # 2.10, 2.11: the pprof string table is valid UTF-8
 
-def read_varint(data, pos):
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return result, pos
-
-
 def string_table(message):
-    """The raw bytes of the string_table entries (field 6) of a Profile."""
-    strings = []
-    pos = 0
-    while pos < len(message):
-        key, pos = read_varint(message, pos)
-        field, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            _, pos = read_varint(message, pos)
-        elif wire_type == 2:
-            length, pos = read_varint(message, pos)
-            if field == 6:
-                strings.append(message[pos:pos + length])
-            pos += length
-        else:
-            raise ValueError(f"unexpected wire type {wire_type}")
-    return strings
+    """The raw bytes of the string_table entries (field 6) of a Profile,
+    read by test_tracemalloc_pprof's decoder."""
+    from test.test_tracemalloc_pprof import read_fields
+    return [value for field, wire_type, value in read_fields(message)
+            if field == 6 and wire_type == 2]
 
 
 def protobuf_python():

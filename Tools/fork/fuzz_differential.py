@@ -41,7 +41,8 @@ tuples, lists and dicts made, freed and reused through their free lists
 inside a step; lists grown and shrunk; start/stop/clear_traces/reset_peak,
 start(sample=...) and _set_sample_seed(); threads (short ones, and in
 sampling mode a persistent worker that keeps its countdown across
-restarts); os.fork() (the child reports the tracebacks of what it made);
+restarts, among them from a run at an interval of 2**40 bytes to one at
+the program's interval); os.fork() (the child reports the tracebacks of what it made);
 a user allocator of every domain (_testcapi.set_nomemory() with a limit
 never reached, which wraps the allocators in place).
 
@@ -50,7 +51,6 @@ mismatches, and the diff, and exits 1.
 """
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -73,30 +73,14 @@ DOMAINS = {"raw": "PyMem_Raw", "mem": "PyMem_", "obj": "PyObject_"}
 
 
 def find_pristine(version):
-    """(path, None) of pristine *version*, or (None, why not); the same
-    search as Lib/test/test_tracemalloc_parity.py's find_pristine()."""
-    path = os.environ.get(PRISTINE_ENV)
-    if path:
-        if os.access(path, os.X_OK):
-            return path, None
-        return None, f"${PRISTINE_ENV}={path} is not an executable"
-    cache = os.environ.get("TRACEMALLOC_FORK_CACHE")
-    if not cache:
-        base = (os.environ.get("XDG_CACHE_HOME")
-                or os.path.join(os.path.expanduser("~"), ".cache"))
-        cache = os.path.join(base, "tracemalloc-fork")
-    builds = []
-    for stamp in glob.glob(os.path.join(glob.escape(cache),
-                                        f"pristine-{version}-build", "*",
-                                        ".built")):
-        python = os.path.join(os.path.dirname(stamp), f"Python-{version}",
-                              "python")
-        if os.access(python, os.X_OK):
-            builds.append((os.path.getmtime(stamp), python))
-    if not builds:
-        return None, (f"no pristine CPython {version} build: run "
-                      f"`make bench-pristine` or set ${PRISTINE_ENV}")
-    return max(builds)[1], None
+    """(path, None) of pristine *version*, or (None, why not): the search
+    of Lib/test/test_tracemalloc_parity.py, loaded from this checkout."""
+    import importlib.util
+    path = os.path.join(ROOT, "Lib", "test", "test_tracemalloc_parity.py")
+    spec = importlib.util.spec_from_file_location("_parity_search", path)
+    parity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(parity)
+    return parity.find_pristine(version)
 
 
 # --------------------------------------------------------------------------
@@ -141,10 +125,15 @@ B = {}                 # blocks held: name -> address
 HITS = [0, 0]
 A = object()
 
-def _start(nframe, every_byte=False):
+def _start(nframe, every_byte=False, huge=False):
     # every_byte: sampling mode with an interval of 1 byte on the fork (a
     # block of 16 bytes or more is sampled with probability 1 - 1e-7), so
-    # that the sampling paths are compared with pristine's exact answers
+    # that the sampling paths are compared with pristine's exact answers;
+    # huge: in sampling mode, a run at an interval of 2**40 bytes, in which
+    # threads draw countdowns that the next run must not keep
+    if huge and SK:
+        tracemalloc.start(nframe, sample=1 << 40)
+        return
     if every_byte and not SK:
         try:
             tracemalloc.start(nframe, sample=1)
@@ -501,14 +490,31 @@ class Gen:
 
     # sampling mode: kept memory at several lines, restarts in between, a
     # persistent worker thread, a user allocator built on PyMem_Raw*().
+    def huge_detour(self, reseed=None):
+        # without a seed after the restart too: a seed could redraw what
+        # the restart forgot
+        if reseed is None:
+            reseed = self.rng.random() < 0.5
+        return (["tracemalloc.stop()", "_start(1, huge=True)",
+                 "W.do(lambda: [bytes(50) for i in range(20)])",
+                 "tracemalloc.stop()", "_start(1)"]
+                + ([f"_seed({self.rng.randrange(1 << 32)})"] if reseed
+                   else []))
+
     def sampling_program(self, nsteps):
         steps = [["W = Worker()", "W.do(lambda: bytes(10))"],
                  [f"_start(1)", f"_seed({self.rng.randrange(1 << 32)})"],
                  # the worker draws its countdown under this run
                  ["W.do(lambda: [bytes(50) for i in range(20)])"]]
+        # a run at a huge interval, in which the worker draws a countdown,
+        # then a restart at the program's interval (item 1.1 of issue 29:
+        # the worker kept the huge countdown, and was estimated at 0)
+        steps.append(self.huge_detour(reseed=False))
         for _ in range(nsteps):
             r = self.rng.random()
-            if r < 0.15:
+            if r < 0.05:
+                steps.append(self.huge_detour())
+            elif r < 0.12:
                 steps.append(["tracemalloc.stop()", "_start(1)",
                               f"_seed({self.rng.randrange(1 << 32)})"])
             elif r < 0.45:
