@@ -1549,6 +1549,21 @@ _tracemalloc_reset_peak_impl(PyObject *module)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(tracemalloc_clear_free_lists__doc__,
+"_clear_free_lists($module, /)\n"
+"--\n"
+"\n"
+"Empty the interpreter's free lists (as gc.collect() does, without the\n"
+"collection).  The objects of the module's exports are untraced: once\n"
+"freed, a free list would hand them to the program untraced.");
+
+static PyObject *
+tracemalloc_clear_free_lists(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    _PyTraceMalloc_ClearFreeLists();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
@@ -1568,6 +1583,8 @@ static PyMethodDef module_methods[] = {
      tracemalloc_set_sample_seed__doc__},
     {"_parse_size", tracemalloc_parse_size, METH_O,
      tracemalloc_parse_size__doc__},
+    {"_clear_free_lists", tracemalloc_clear_free_lists, METH_NOARGS,
+     tracemalloc_clear_free_lists__doc__},
     _TRACEMALLOC_STOP_METHODDEF
     _TRACEMALLOC_GET_TRACEBACK_LIMIT_METHODDEF
     _TRACEMALLOC_GET_TRACEMALLOC_MEMORY_METHODDEF

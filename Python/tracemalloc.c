@@ -369,6 +369,18 @@ _PyTraceMalloc_ObjectBlock(PyObject *obj)
     return base_object_block(obj);
 }
 
+/* The engine's exports make their objects untraced.  Freed, those go to
+   the free lists, and an object the program takes from there later has no
+   trace to move to its line: upstream traced them at the export's line and
+   moves that trace.  A caller that takes snapshots in a loop (the leak
+   checker) drops them, then empties the free lists with this, so that the
+   program's next objects get blocks of their own, traced at their line. */
+void
+_PyTraceMalloc_ClearFreeLists(void)
+{
+    base_clear_free_lists();
+}
+
 /* Bytes of the engine's own bookkeeping. */
 size_t
 _PyTraceMalloc_EngineMemory(void)

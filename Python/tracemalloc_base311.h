@@ -144,4 +144,17 @@ _PyTraceMalloc_Init(int nframe)
     return _PyTraceMalloc_Start(nframe);
 }
 
+/* Empty the interpreter's free lists, as a full collection does. */
+static inline void
+base_clear_free_lists(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    _PyTuple_ClearFreeList(interp);
+    _PyFloat_ClearFreeList(interp);
+    _PyList_ClearFreeList(interp);
+    _PyDict_ClearFreeList(interp);
+    _PyAsyncGen_ClearFreeLists(interp);
+    _PyContext_ClearFreeList(interp);
+}
+
 #endif /* !Py_TRACEMALLOC_BASE311_H */

@@ -167,4 +167,11 @@ _PyTraceMalloc_Init(void)
     return _PyStatus_OK();
 }
 
+/* Empty the interpreter's free lists, as a full collection does. */
+static inline void
+base_clear_free_lists(void)
+{
+    _PyGC_ClearAllFreeLists(_PyInterpreterState_GET());
+}
+
 #endif /* !Py_TRACEMALLOC_BASE313_H */

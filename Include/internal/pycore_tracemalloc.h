@@ -540,6 +540,8 @@ extern int _PyTraceMalloc_GetTraceNode(unsigned int domain, uintptr_t ptr,
                                        _PyTraceMalloc_CCTView *view);
 /* Where OBJ's memory block starts (before its GC header, if any). */
 extern uintptr_t _PyTraceMalloc_ObjectBlock(PyObject *obj);
+/* Empty the interpreter's free lists (Python/tracemalloc.c). */
+extern void _PyTraceMalloc_ClearFreeLists(void);
 extern size_t _PyTraceMalloc_EngineMemory(void);
 extern void _PyTraceMalloc_GetTracedMemory(size_t *current, size_t *peak);
 extern void _PyTraceMalloc_ResetPeak(void);

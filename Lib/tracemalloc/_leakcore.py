@@ -36,6 +36,17 @@ from operator import itemgetter
 
 from tracemalloc import Traceback, _format_size, _sum_by_key
 
+import _tracemalloc
+
+
+def clear_free_lists():
+    """Empty the interpreter's free lists after dropping a snapshot: its
+    objects are untraced (the engine makes them so), and the workload's
+    next objects must not come from them untraced."""
+    clear = getattr(_tracemalloc, "_clear_free_lists", None)
+    if clear is not None:
+        clear()
+
 DEFAULT_NFRAME = 25
 
 

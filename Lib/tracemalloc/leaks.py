@@ -284,6 +284,9 @@ class LeakCheck:
             # recorder's totals stay alive between rounds.
             self._recorder.record(self._ownership, traces)
             del traces
+            # Freed, the untraced trace tuples went to the free lists,
+            # where the next round's objects would take them untraced.
+            _leakcore.clear_free_lists()
         finally:
             if collecting:
                 gc.enable()

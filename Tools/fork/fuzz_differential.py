@@ -230,6 +230,7 @@ def M(k):
                     c = agg.setdefault(key, [0, 0])
                     c[0] += 1
                     c[1] += t[1]
+            t = None       # the last trace: dropped before the collection
         rep["traces"] = sorted([d, tb, c, s] for (d, tb), (c, s)
                                in agg.items())
     OUT.write(json.dumps(rep) + "\n")
