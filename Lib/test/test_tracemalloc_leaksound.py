@@ -69,6 +69,29 @@ def generator_raises():
     raise ValueError("raised by the body")
 
 
+class AsyncCallable:
+    async def __call__(self):
+        KEEP.append([0] * 1000)
+
+
+class GeneratorCallable:
+    def __call__(self):
+        KEEP.append([0] * 1000)
+        yield 1
+
+
+class AsyncGeneratorCallable:
+    async def __call__(self):
+        KEEP.append([0] * 1000)
+        yield 1
+
+
+class Awaitable:
+    def __await__(self):
+        KEEP.append([0] * 1000)
+        return iter(())
+
+
 class TargetKindsTest(unittest.TestCase):
 
     def tearDown(self):
@@ -90,6 +113,50 @@ class TargetKindsTest(unittest.TestCase):
     def test_generator_body_exception_propagates(self):
         with self.assertRaises(ValueError):
             leaks.check(generator_raises)
+
+    # A callable that is not a coroutine or generator function but whose
+    # call returns a coroutine, a generator or an awaitable: the result
+    # runs to its end (review of issue 29, finding 1).
+
+    def check_ran(self, target):
+        report = leaks.check(target, warmup=1, rounds=3)
+        self.assertEqual(len(KEEP), 4)
+        self.assertTrue(report)
+
+    def test_object_with_async_call_runs(self):
+        self.check_ran(AsyncCallable())
+
+    def test_lambda_returning_coroutine_runs(self):
+        self.check_ran(lambda: coroutine_leak())
+
+    def test_object_with_generator_call_runs(self):
+        self.check_ran(GeneratorCallable())
+
+    def test_object_with_async_generator_call_runs(self):
+        self.check_ran(AsyncGeneratorCallable())
+
+    def test_lambda_returning_awaitable_runs(self):
+        self.check_ran(lambda: Awaitable())
+
+    def test_cli_async_callable_object_leak_exits_1(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "amod.py"), "w") as f:
+                f.write(textwrap.dedent("""\
+                    keep = []
+                    class Handler:
+                        async def __call__(self):
+                            keep.append([0] * 1000)
+                    handler = Handler()
+                    """))
+            env = dict(os.environ)
+            env.pop("PYTHONTRACEMALLOC", None)
+            proc = subprocess.run(
+                [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                 "amod:handler"], cwd=tmp, env=env, text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("amod.py:4", proc.stderr)
+        self.assertNotIn("never awaited", proc.stderr)
 
     def test_cli_coroutine_function_leak_exits_1(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -319,7 +319,48 @@ def _completing(func):
     if inspect.isasyncgenfunction(func):
         return functools.partial(_run_coroutine, functools.partial(
             _exhaust_async, func))
-    return func
+    # Any other callable (an object with an async __call__, a lambda that
+    # returns a coroutine) is known by what its call returns.
+    return functools.partial(_completing_result, func)
+
+
+def _completing_result(func):
+    """Call *func()*; run to its end the awaitable, generator or
+    asynchronous generator that the call returned, as for a coroutine
+    function."""
+    result = _leakcore.call_workload(func)
+    if result is None:
+        return None
+    import inspect
+    if inspect.iscoroutine(result):
+        import asyncio
+        return _leakcore.call_workload(asyncio.run, result)
+    if inspect.isawaitable(result):
+        import asyncio
+        return _leakcore.call_workload(asyncio.run, _awaited(result))
+    if inspect.isgenerator(result):
+        return _leakcore.call_workload(_drain, result)
+    if inspect.isasyncgen(result):
+        import asyncio
+        return _leakcore.call_workload(asyncio.run, _drain_async(result))
+    return result
+
+
+@_leakcore.calls_workload
+async def _awaited(awaitable):
+    return await awaitable
+
+
+@_leakcore.calls_workload
+def _drain(generator):
+    for _ in generator:
+        pass
+
+
+@_leakcore.calls_workload
+async def _drain_async(generator):
+    async for _ in generator:
+        pass
 
 
 @_leakcore.calls_workload
