@@ -287,6 +287,30 @@ class ReadOnlyTargetTest(unittest.TestCase):
                                  os.stat(path).st_mode & 0o777))
         self.assertEqual(outcomes[0], outcomes[1])
 
+    @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0,
+                         "needs root, to dump over another user's file")
+    def test_dump_keeps_owner(self):
+        # Root rewrites a group-writable baseline of another user: as
+        # open(path, 'wb') would, the file keeps its owner and group (a
+        # rename gave it root's, and its owner could no longer write it).
+        import pwd
+        nobody = pwd.getpwnam("nobody")
+        for how in ("dump", "dump_pprof"):
+            with self.subTest(how):
+                tmp, path = self.make_dir()
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
+                os.chmod(path, 0o664)
+                proc = subprocess.run(
+                    [sys.executable, "-c", _WRITE_CODE.format(how=how)],
+                    cwd=tmp, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+                self.assertEqual(proc.stdout.split(), ["written"],
+                                 proc.stderr)
+                st = os.stat(path)
+                self.assertEqual((st.st_uid, st.st_gid),
+                                 (nobody.pw_uid, nobody.pw_gid))
+                self.assertEqual(st.st_mode & 0o777, 0o664)
+
     def test_unreplaceable_but_writable_written_in_place(self):
         # A writable file in a directory that this user cannot write to:
         # open(path, 'wb') writes it in place, and so does dump().
@@ -430,7 +454,37 @@ class CraftedSnapshotTest(unittest.TestCase):
         "negative traceback_limit": ([(0, 10, (("a.py", 3),), 1)], -1),
         "negative total_nframe": ([(0, 10, (("a.py", 3),), -2)], 1),
         "negative thread id": ([(0, 10, (("a.py", 3),), 1, -5)], 1),
+        "line number above an unsigned int": ([(0, 10, (("a.py", 2 ** 70),), 1)], 1),
+        "total_nframe above a C int": ([(0, 10, (("a.py", 3),), 2 ** 40)], 1),
     }
+
+    def test_weight_out_of_range_refused(self):
+        # A finite weight whose estimate no int64 holds (1e308 times 100
+        # bytes): load() refuses it, and the commands that read the file
+        # say so without a traceback.
+        import json, struct, zlib
+        document = {"traceback_limit": 1, "filenames": ["a.py"],
+                    "frames": [0, 3], "tracebacks": [[0]],
+                    "total_nframe": [1], "threads": None, "count": 1,
+                    "attributes": {"sample": 4096}, "weights": [1e308]}
+        text = json.dumps(document).encode()
+        columns = struct.pack("<I", 0) + struct.pack("<Q", 100) \
+            + struct.pack("<I", 0)
+        payload = struct.pack("<Q", len(text)) + text + columns
+        fd, path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"tracemalloc-snapshot\nversion 2\n"
+                    + struct.pack("<Q", len(payload))
+                    + zlib.compress(payload))
+        with self.assertRaises(ValueError):
+            tracemalloc.Snapshot.load(path)
+        for command in ("top", "pprof"):
+            with self.subTest(command):
+                proc = run_cli(command, path)
+                self.assertNotEqual(proc.returncode, 0)
+                self.assertNotIn("Traceback (most recent call last)",
+                                 proc.stderr)
 
     def load(self, snapshot, version, cls=tracemalloc.Snapshot):
         from tracemalloc import _snapshotfile

@@ -535,5 +535,44 @@ class DumpOnSignalForkTests(unittest.TestCase):
                                  r'^dump-1-pid\d+' + re.escape(suffix) + '$')
 
 
+class DumpPatternDirectoryTests(unittest.TestCase):
+    """The directory that dump_on_signal() checks up front is that of this
+    process's first dump: {pid} is this process's, and a directory named
+    after {n} or {time} cannot be checked before a dump."""
+
+    def check(self, pattern):
+        code = textwrap.dedent("""
+            import os, signal, sys, tracemalloc
+            top = sys.argv[1]
+            os.mkdir(os.path.join(top, f'prof-{os.getpid()}'))
+            try:
+                tracemalloc.dump_on_signal(signal.SIGUSR2,
+                                           os.path.join(top, sys.argv[2]))
+            except ValueError as exc:
+                print('ValueError', exc)
+            else:
+                print('accepted')
+            """)
+        with tempfile.TemporaryDirectory() as directory:
+            process = subprocess.run(
+                [sys.executable, '-c', code, directory, pattern],
+                env=child_env(), capture_output=True, text=True,
+                timeout=120)
+        self.assertEqual(process.returncode, 0, process.stderr)
+        return process.stdout.split()[0]
+
+    def test_pid_directory_of_this_process(self):
+        self.assertEqual(self.check('prof-{pid}/heap-{n}.pb.gz'),
+                         'accepted')
+
+    def test_directory_of_each_dump(self):
+        self.assertEqual(self.check('run-{n}/heap.pb.gz'), 'accepted')
+
+    def test_missing_directory_refused(self):
+        self.assertEqual(self.check('missing/heap-{n}.pb.gz'), 'ValueError')
+        self.assertEqual(self.check('prof-{pid}x/heap-{n}.pb.gz'),
+                         'ValueError')
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -138,7 +138,7 @@ def _check_pattern(path):
                 raise ValueError(
                     f"unknown field {{{field}}}" if field else
                     "a field must be named")
-        example = path.format(**_FIELDS)
+        path.format(**_FIELDS)       # fields that format
     except (ValueError, IndexError, KeyError, AttributeError) as exc:
         raise ValueError(
             f"invalid path pattern {path!r}: {exc}; the fields are "
@@ -151,9 +151,16 @@ def _check_pattern(path):
         # The directory's own braces are text, not fields.
         escaped = cwd.replace('{', '{{').replace('}', '}}')
         path = os.path.join(escaped, path)
-    example = os.path.join(cwd, example)
-    directory = os.path.dirname(example)
-    if not os.path.isdir(directory):
+    # The directory of this process's first dump must exist: {pid} is
+    # this process's.  A directory named after {n} or {time} is new for
+    # each dump, and cannot be checked now: a dump then says if it is
+    # missing.
+    directory = os.path.dirname(os.path.join(
+        cwd, path.format(**dict(_FIELDS, pid=os.getpid()))))
+    fields = {field for _, field, _, _
+              in string.Formatter().parse(os.path.dirname(path))
+              if field is not None}
+    if not fields & {'n', 'time'} and not os.path.isdir(directory):
         raise ValueError(f"invalid path pattern {path!r}: directory "
                          f"{directory!r} does not exist")
     return path

@@ -648,6 +648,11 @@ def _decode_document_v2(document, columns_data):
             raise _SnapshotError("weights is not a list of one positive "
                                  "number per trace")
         weights = array('d', weights)
+        # An estimate (size times weight, one block times weight) must be
+        # a byte count that an int64 holds, as pprof writes it.
+        if any(weight >= 2.0 ** 63 or size * weight >= 2.0 ** 63
+               for size, weight in zip(sizes, weights)):
+            raise _SnapshotError("a weight makes an estimate out of range")
     columns = _Columns(frames_list, total_nframe, threads, domains, sizes,
                        indexes, weights)
     try:
@@ -671,12 +676,24 @@ def _frame_pairs(name, flat, filenames):
     return zip(map(filenames.__getitem__, filename_ids), flat[1::2])
 
 
+# What the interpreter can hold: a line number is an unsigned int in a
+# frame (upstream's too), total_nframe a C int, a thread id an unsigned
+# long.
+_LIMITS = {"total_nframe": 2 ** 31, "threads": 2 ** 64, "thread": 2 ** 64}
+_LINENO_LIMIT = 2 ** 32
+
+
 def _check_non_negative(name, values):
     """Refuse a negative int in *values* (None items are skipped): line
-    numbers, total_nframe and thread ids are never negative."""
+    numbers, total_nframe and thread ids are never negative; nor above
+    what the interpreter holds (_LIMITS), which pprof's int64 fields could
+    not take either."""
     numbers = [value for value in values if value is not None]
     if numbers and min(numbers) < 0:
         raise _SnapshotError(f"negative {name}")
+    limit = _LIMITS.get(name, _LINENO_LIMIT)
+    if numbers and max(numbers) >= limit:
+        raise _SnapshotError(f"{name} out of range (at least {limit})")
 
 
 def _check_indexes(name, indexes, length):
@@ -867,14 +884,17 @@ def write_atomically(filename, data):
     Raise OSError if the temporary file cannot be created or renamed.
     """
     if not _replace(filename, data, fail=True):
-        raise AssertionError("unreachable")
+        # Another user's file, whose owner a rename would change.
+        with open(filename, 'wb') as fp:
+            fp.write(data)
 
 
 def _replace(filename, data, fail=False):
     """Write *data* to *filename* through a temporary file and a rename.
     Return False (leaving nothing behind) if the temporary file cannot be
     created in *filename*'s directory or renamed over *filename* and
-    *fail* is false; True once written.
+    *fail* is false, or cannot be given the owner and group of the file it
+    replaces (whatever *fail*); True once written.
 
     The rename gives *filename* a new file: the other names of a hard-linked
     file keep the previous content.
@@ -907,10 +927,28 @@ def _replace(filename, data, fail=False):
             fp.flush()
             os.fsync(fp.fileno())
         try:
-            # Keep the permissions of the file being replaced.
-            os.chmod(temp_path, os.stat(path).st_mode & 0o7777)
+            previous = os.stat(path)
         except OSError:
-            pass
+            previous = None
+        if previous is not None:
+            # Keep the owner and group of the file being replaced, as
+            # open(filename, 'wb') would: a baseline that root rewrites
+            # stays its owner's.  When they cannot be kept (another user's
+            # file, not root), the file is written in place instead.
+            created = os.stat(temp_path)
+            if ((previous.st_uid, previous.st_gid)
+                    != (created.st_uid, created.st_gid)):
+                try:
+                    os.chown(temp_path, previous.st_uid, previous.st_gid)
+                except OSError:
+                    _unlink(temp_path)
+                    return False
+            # Keep the permissions of the file being replaced (after the
+            # chown, which may clear the set-user-ID bits).
+            try:
+                os.chmod(temp_path, previous.st_mode & 0o7777)
+            except OSError:
+                pass
         try:
             os.replace(temp_path, path)
         except OSError:

@@ -265,7 +265,10 @@ class LeakCheck:
         # The finalizers that this collection runs (__del__, weakref
         # callbacks) are the workload's: it runs on the workload's call
         # line.  Automatic collections stay off while the checker works,
-        # so that no finalizer runs under the checker's own lines.
+        # so that no finalizer runs under the checker's own lines.  The
+        # free lists are emptied first, as after the snapshot, so that
+        # every snapshot sees them alike (the first one too).
+        _leakcore.clear_free_lists()
         _leakcore.call_workload(gc.collect)
         collecting = gc.isenabled()
         gc.disable()
