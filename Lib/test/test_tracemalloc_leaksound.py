@@ -297,6 +297,74 @@ class AsyncTestsTest(unittest.TestCase):
         self.assertIn("leak", result.failures[0][1])
 
 
+class AsyncContextTest(unittest.TestCase):
+    """Review of issue 29, finding 2: under the checks, asyncSetUp(), the
+    test and asyncTearDown() share their context variables, as unittest
+    runs them in one context (a variable set by the rerun asyncSetUp() was
+    not seen by the test, one set by the test not by asyncTearDown())."""
+
+    def make_cases(self, base):
+        import contextvars
+        variable = contextvars.ContextVar("variable")
+
+        class SetUpSets(*base, unittest.IsolatedAsyncioTestCase):
+            leak_check_warmup = 1
+            leak_check_rounds = 3
+
+            async def asyncSetUp(self):
+                self.value = object()
+                variable.set(self.value)
+
+            async def test_sees_setup_variable(self):
+                self.assertIs(variable.get(None), self.value)
+
+            @no_leaks(warmup=1, rounds=3)
+            async def test_decorated_sees_setup_variable(self):
+                self.assertIs(variable.get(None), self.value)
+
+        class TestSets(*base, unittest.IsolatedAsyncioTestCase):
+            leak_check_warmup = 1
+            leak_check_rounds = 3
+
+            async def asyncSetUp(self):
+                variable.set("from asyncSetUp")
+
+            async def test_sets(self):
+                self.assertEqual(variable.get(None), "from asyncSetUp")
+                variable.set("from the test")
+
+            @no_leaks(warmup=1, rounds=3)
+            async def test_decorated_sets(self):
+                variable.set("from the test")
+
+            async def asyncTearDown(self):
+                self.assertEqual(variable.get(None), "from the test")
+
+        return SetUpSets, TestSets
+
+    def assert_passes(self, case_class, name):
+        result = run_case(case_class, name)
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+        self.assertEqual(result.testsRun, 1)
+
+    def test_mixin_setup_variable_seen_by_test(self):
+        SetUpSets, _ = self.make_cases((LeakCheckMixin,))
+        self.assert_passes(SetUpSets, "test_sees_setup_variable")
+
+    def test_mixin_test_variable_seen_by_teardown(self):
+        _, TestSets = self.make_cases((LeakCheckMixin,))
+        self.assert_passes(TestSets, "test_sets")
+
+    def test_no_leaks_setup_variable_seen_by_test(self):
+        SetUpSets, _ = self.make_cases(())
+        self.assert_passes(SetUpSets, "test_decorated_sees_setup_variable")
+
+    def test_no_leaks_test_variable_seen_by_teardown(self):
+        _, TestSets = self.make_cases(())
+        self.assert_passes(TestSets, "test_decorated_sets")
+
+
 class ExpectedFailureTest(unittest.TestCase):
     """2.7: a leak is not swallowed as the expected failure."""
 

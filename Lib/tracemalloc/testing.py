@@ -142,9 +142,27 @@ def _run_async(test_case, func, *args, **kwargs):
     """Run the coroutine function *func* to its end on the loop of the
     IsolatedAsyncioTestCase *test_case*.  unittest calls the (synchronous)
     checked method inside the test's context, which a task cannot enter a
-    second time: the task runs in a copy of it."""
-    return test_case._asyncioRunner.run(func(*args, **kwargs),
-                                        context=contextvars.copy_context())
+    second time: the task runs in a copy of it, and what it set there is
+    then set in the test's context.  So asyncSetUp(), the test and
+    asyncTearDown() see one another's context variables, as unittest runs
+    them all in that one context."""
+    context = contextvars.copy_context()
+    try:
+        return test_case._asyncioRunner.run(func(*args, **kwargs),
+                                            context=context)
+    finally:
+        _adopt_context(context)
+
+
+_UNSET = object()
+
+
+def _adopt_context(context):
+    # Not a line that calls the workload: the current context's new
+    # mappings are the tool's memory.
+    for variable, value in context.items():
+        if variable.get(_UNSET) is not value:
+            variable.set(value)
 
 
 @_leakcore.calls_workload
