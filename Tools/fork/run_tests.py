@@ -42,8 +42,7 @@ OURS = [
     "test.test_tracemalloc_soundness",  # issue 29: engine items 1.x
     "test.test_tracemalloc_clisound",  # issue 29: 2.13 2.14 2.16-2.18 2.20
     "test.test_tracemalloc_leaksound",  # issue 29: 2.1 2.5-2.8 2.15
-    # issue 29: not yet green on both bases (see the closing note of stop 28)
-    #     "test.test_tracemalloc_differential",  # issue 29: 3.1; skips w/o pristine
+    "test.test_tracemalloc_differential",  # issue 29: 3.1; skips w/o pristine
     "test.test_tracemalloc_verdicts",  # issue 29: 3.2 (verdict matrix)
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
