@@ -48,7 +48,7 @@ endif
 export BUILD_DIR
 
 .PHONY: all build help demo test deps prepare check-patches refresh-patches \
-        new-patch install clean distclean sanitizer-test tsan tsan-build \
+        new-patch install clean distclean sanitizer-test asan-build tsan tsan-build \
         valgrind fuzz \
         test-all clang-test engine-ported
 
@@ -77,6 +77,7 @@ help:
 	@echo "make valgrind        the tracemalloc tests under Valgrind, PYTHONMALLOC=malloc"
 	@echo "make fuzz            fuzz Snapshot.load() for FUZZ_SECONDS (default 300)"
 	@echo "make fuzz-differential  the engine against pristine $(BASE_VERSION) for FUZZ_SECONDS"
+	@echo "make fuzz-differential-asan | fuzz-differential-tsan   the same on the sanitized builds"
 	@echo "make test-all [TESTS='test_gc ...'] [CHUNK=40 [RESUME=1]]  the whole suite: fork, fork traced, pristine"
 	@echo "make clean | distclean   (distclean removes build/BASE; build/ holds every base)"
 
@@ -195,12 +196,14 @@ unittest_without = out=$$(PYTHONPATH=$(CURDIR)/Tools/fork $(1) ./python -m \
 ASAN_DIR := $(BUILD_DIR)/asan
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
     UBSAN_OPTIONS=print_stacktrace=1
-sanitizer-test: engine-ported prepare
+asan-build: engine-ported prepare
 	mkdir -p $(ASAN_DIR)
 	test -f $(ASAN_DIR)/Makefile || (cd $(ASAN_DIR) && $(SRC_DIR)/configure \
 	    --with-address-sanitizer --with-undefined-behavior-sanitizer > configure.log)
 	# CPython leaks by design at exit: leak checking stays off.
 	ASAN_OPTIONS=detect_leaks=0 $(MAKE) -C $(ASAN_DIR) -j$(JOBS) -s
+
+sanitizer-test: asan-build
 	cd $(ASAN_DIR) && $(ASAN_ENV) ./python -m unittest \
 	    test.test_tracemalloc $(foreach c,TracebackTest StoreExactnessTest \
 	    UserAllocatorStoreTest ThreadStressTest ForkTest \
@@ -298,6 +301,23 @@ fuzz: build
 .PHONY: fuzz-differential
 fuzz-differential: build
 	$(FORK_PYTHON) Tools/fork/fuzz_differential.py --fork-python $(FORK_PYTHON) \
+	    --both-modes --keep-going --seconds $(FUZZ_SECONDS)
+
+# The same under AddressSanitizer+UBSan and under ThreadSanitizer: the
+# sanitized build's programs are compared with pristine as above, and a
+# sanitizer's report makes the program exit with its own status (66), a
+# mismatch that the fuzzer prints with the report.
+.PHONY: fuzz-differential-asan fuzz-differential-tsan
+fuzz-differential-asan: build asan-build
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:exitcode=66 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=66 \
+	    $(FORK_PYTHON) Tools/fork/fuzz_differential.py --fork-python $(ASAN_DIR)/python \
+	    --both-modes --keep-going --seconds $(FUZZ_SECONDS)
+fuzz-differential-tsan: build tsan-build
+	TSAN_OPTIONS="exitcode=66 halt_on_error=0 die_after_fork=0 \
+	    report_signal_unsafe=0 allocator_may_return_null=1 \
+	    suppressions=$(CURDIR)/Tools/fork/tsan.supp" \
+	    $(FORK_PYTHON) Tools/fork/fuzz_differential.py --fork-python $(TSAN_DIR)/python \
 	    --both-modes --keep-going --seconds $(FUZZ_SECONDS)
 
 # CPython's whole regression suite, three ways (about an hour each here);
