@@ -255,6 +255,11 @@ class LeakCheck:
     def _end_round(self, index):
         if index >= self.warmup - 1:
             self._snapshot()
+        else:
+            # As after a snapshot: a warm-up round must replace untraced
+            # blocks as a measured round does (the free lists would hand
+            # the same untraced blocks back at each warm-up round).
+            _leakcore.clear_free_lists()
 
     def _snapshot(self):
         self._guard.check()
