@@ -419,6 +419,74 @@ class UntracedBlocksTest(unittest.TestCase):
         self.assertFalse(report, report.format())
 
 
+class ReturnedValueTest(unittest.TestCase):
+    """Review of issue 29, finding 8: an async def or generator test method
+    of a plain TestCase never runs, and unittest warns that it returned a
+    value (DeprecationWarning); the checks dropped the value and hid the
+    warning.  Now the check stops and the value goes back to unittest."""
+
+    def make_cases(self):
+        class Base(unittest.TestCase):
+            async def test_async(self):
+                self.fail("the body ran")
+
+            def test_generator(self):
+                self.fail("the body ran")
+                yield
+
+        class Mixin(LeakCheckMixin, Base):
+            pass
+
+        class Decorated(unittest.TestCase):
+            @no_leaks(warmup=1, rounds=3)
+            async def test_async(self):
+                self.fail("the body ran")
+
+            @no_leaks(warmup=1, rounds=3)
+            def test_generator(self):
+                self.fail("the body ran")
+                yield
+
+        return Mixin, Decorated
+
+    def run_warning(self, case_class, name, action):
+        import gc
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action, DeprecationWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = run_case(case_class, name)
+            gc.collect()
+        return result, [str(w.message) for w in caught
+                        if issubclass(w.category, DeprecationWarning)]
+
+    def check_case(self, case_class, name):
+        result, messages = self.run_warning(case_class, name, "always")
+        self.assertTrue(result.wasSuccessful(),
+                        result.failures + result.errors)
+        self.assertEqual(len(messages), 1, messages)
+        self.assertIn("deprecated to return a value", messages[0])
+        result, messages = self.run_warning(case_class, name, "error")
+        self.assertEqual(len(result.errors), 1, result.failures)
+        self.assertIn("DeprecationWarning", result.errors[0][1])
+
+    def test_mixin_async_method(self):
+        Mixin, _ = self.make_cases()
+        self.check_case(Mixin, "test_async")
+
+    def test_mixin_generator_method(self):
+        Mixin, _ = self.make_cases()
+        self.check_case(Mixin, "test_generator")
+
+    def test_no_leaks_async_method(self):
+        _, Decorated = self.make_cases()
+        self.check_case(Decorated, "test_async")
+
+    def test_no_leaks_generator_method(self):
+        _, Decorated = self.make_cases()
+        self.check_case(Decorated, "test_generator")
+
+
 class ExpectedFailureTest(unittest.TestCase):
     """2.7: a leak is not swallowed as the expected failure."""
 

@@ -110,7 +110,7 @@ def _call_test_round(test_case, method, state):
             _fresh_blocks()
             call(test_case.setUp)
     state[0] = True
-    _call_test_method(test_case, method)
+    _returned(_call_test_method(test_case, method))
     _stop_if_failed(test_case)
 
 
@@ -131,6 +131,27 @@ def _fresh_blocks():
 
 class _FailedInRound(Exception):
     """A round of a test failed without raising (a subTest): stop."""
+
+
+class _Returned(Exception):
+    """The test method returned something: stop, with no verdict."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+
+def _returned(value):
+    """Raise _Returned when the test method returned *value*, not None.
+
+    An async def or generator test method of a plain TestCase returns a
+    coroutine or a generator, and its body never runs: unittest warns
+    about the value (a DeprecationWarning, an error under -W error).  The
+    check stops at once, and the checked method returns the value to
+    unittest, so that the warning is not hidden behind a clean verdict.
+    """
+    if value is not None:
+        raise _Returned(value)
 
 
 def _stop_if_failed(test_case):
@@ -207,7 +228,7 @@ def _call_test_method(test_case, method, *args, **kwargs):
 
 def _checked_round(test_case, func):
     # The round of a test decorated with no_leaks.
-    _leakcore.call_workload(func)
+    _returned(_leakcore.call_workload(func))
     _stop_if_failed(test_case)
 
 
@@ -251,6 +272,8 @@ def no_leaks(method=None, **options):
             _check_or_fail(test_case, func, check_options)
         except _FailedInRound:
             pass
+        except _Returned as returned:
+            return returned.value
 
     checked.__tracemalloc_leak_check__ = True
     return checked
@@ -315,4 +338,6 @@ class LeakCheckMixin:
                                self.leak_check_options())
             except _FailedInRound:
                 pass
+            except _Returned as returned:
+                return returned.value
         return checked
