@@ -487,6 +487,40 @@ class ReturnedValueTest(unittest.TestCase):
         self.check_case(Decorated, "test_generator")
 
 
+class RegrtestSamplingTest(unittest.TestCase):
+    """Review of issue 29, finding 4: regrtest -R in a sampling process
+    reported a clean module failed (LeakCheckError, uncaught).  Its counts
+    still judge the test; the tracer says that the sites need exact
+    tracing."""
+
+    def test_clean_module_passes_under_sampling(self):
+        from test.support import os_helper, script_helper
+        directory = self.enterContext(os_helper.temp_dir())
+        script_helper.make_script(directory, "test_tm_sampled_clean",
+                                  textwrap.dedent("""\
+            import unittest
+
+
+            class CleanTest(unittest.TestCase):
+                def test_clean(self):
+                    [bytes(100) for _ in range(100)]
+            """))
+        env = dict(os.environ)
+        for name in ("PYTHONTRACEMALLOC", "PYTHONTRACEMALLOCSAMPLE"):
+            env.pop(name, None)
+        proc = subprocess.run(
+            [sys.executable, "-X", "tracemalloc=5",
+             "-X", "tracemalloc_sample=4096", "-m", "test",
+             "--testdir", directory, "-R", "3:3", "test_tm_sampled_clean"],
+            cwd=directory, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(proc.returncode, 0, proc.stdout)
+        self.assertNotIn("LeakCheckError", proc.stdout)
+        self.assertIn("tracemalloc: test_tm_sampled_clean: no allocation "
+                      "sites: tracemalloc is sampling", proc.stdout)
+        self.assertIn("needs exact tracing", proc.stdout)
+
+
 class ExpectedFailureTest(unittest.TestCase):
     """2.7: a leak is not swallowed as the expected failure."""
 

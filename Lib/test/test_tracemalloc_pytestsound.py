@@ -406,5 +406,86 @@ def test_fails():
         self.check_exitfirst(xdist=True)
 
 
+# Review of issue 29, finding 4: a checked test that starts while tracing
+# samples aborted the session with INTERNALERROR.
+SAMPLING_TESTS = """\
+import tracemalloc
+
+KEEP = []
+
+
+def test_starts_sampling():
+    tracemalloc.stop()
+    tracemalloc.start(1, sample=4096)
+
+
+def test_leaks():
+    KEEP.append(bytearray(5000))
+
+
+def test_clean():
+    pass
+"""
+
+SAMPLING_MARKED_TESTS = """\
+import pytest
+
+
+@pytest.mark.tracemalloc_leaks
+def test_marked():
+    pass
+
+
+def test_other():
+    pass
+"""
+
+SAMPLING_REASON = "the leak check needs exact tracing"
+
+
+class SamplingTest(Harness, unittest.TestCase):
+    """Under sampling the check says that it needs exact tracing: a usage
+    error for --tracemalloc-leaks in a sampling process, and a "not
+    checked" verdict for a test that starts while tracing samples."""
+
+    def run_sampling(self, xdist, *args):
+        from test.support import os_helper
+        with os_helper.EnvironmentVarGuard() as env:
+            env["PYTHONTRACEMALLOCSAMPLE"] = "4096"
+            return self.run_case(xdist, *args)
+
+    def test_test_starts_sampling(self):
+        # Serial only: the tests after the one that starts sampling must
+        # run in its process.  Tracing is on from the start (as with -X
+        # tracemalloc), so the first check does not stop it at its end.
+        self.write("conftest.py", "import tracemalloc\n"
+                                  "tracemalloc.start(1)\n")
+        self.write("test_sampling.py", SAMPLING_TESTS)
+        returncode, output = self.run_case(
+            False, "--tracemalloc-leaks", "test_sampling.py")
+        self.assertNotIn("INTERNALERROR", output)
+        self.assertEqual(returncode, 0, output)
+        self.assertIn("3 passed", output)
+        self.assertIn(SAMPLING_REASON, output)
+        self.assertIn("3 not checked", output)
+
+    def test_sampling_process_usage_error(self):
+        self.write("test_sampling.py", SAMPLING_TESTS)
+        returncode, output = self.run_sampling(
+            False, "--tracemalloc-leaks", "test_sampling.py")
+        self.assertNotIn("INTERNALERROR", output)
+        self.assertEqual(returncode, 4, output)
+        self.assertIn("--tracemalloc-leaks needs exact tracing", output)
+
+    def test_sampling_process_marked_test_not_checked(self):
+        self.write("test_marked.py", SAMPLING_MARKED_TESTS)
+        returncode, output = self.run_sampling(False, "test_marked.py")
+        self.assertNotIn("INTERNALERROR", output)
+        self.assertEqual(returncode, 0, output)
+        self.assertIn("2 passed", output)
+        self.assertIn("1 not checked", output)
+        self.assertIn(SAMPLING_REASON, output)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -133,6 +133,13 @@ def pytest_configure(config):
         f"{SKIP_MARKER}: do not leak check this test, even with "
         f"--tracemalloc-leaks")
     config.pluginmanager.register(_Summary(config), "tracemalloc-summary")
+    import tracemalloc
+    sample = tracemalloc.get_sample() if tracemalloc.is_tracing() else None
+    if config.getoption("tracemalloc_leaks", False) and sample is not None:
+        raise pytest.UsageError(
+            f"--tracemalloc-leaks needs exact tracing, and tracemalloc is "
+            f"sampling (one sample per {sample} bytes on average): run "
+            f"without -X tracemalloc_sample/PYTHONTRACEMALLOCSAMPLE")
 
 
 # --------------------------------------------------------------------------
@@ -452,6 +459,13 @@ def _run_checked(item, nextitem, options):
         else:
             index = total
     except leaks.LeakCheckError as error:
+        if reports is None and not dropped:
+            # Refused before the first round (tracing is sampling): the
+            # test runs once, unchecked, and the reason is its verdict.
+            reports = _run_round(item, nextitem, True)
+            setattr(reports[-1], VERDICT_ATTRIBUTE,
+                    _verdict("not checked", f"no verdict ({error})"))
+            return reports
         # The test stopped, cleared or restarted tracing.
         if reports is None and dropped:
             # The round passed, and its reports were dropped.
