@@ -521,6 +521,21 @@ class RegrtestSamplingTest(unittest.TestCase):
         self.assertIn("needs exact tracing", proc.stdout)
 
 
+class OptionsTest(unittest.TestCase):
+    """Review of issue 29, finding 6: LeakCheck took any nframe (the pytest
+    plugin's validator of its options and markers)."""
+
+    def test_bad_nframe_refused(self):
+        for nframe in (0, -1, 65536):
+            with self.subTest(nframe=nframe):
+                with self.assertRaisesRegex(ValueError, "nframe"):
+                    leaks.LeakCheck(nframe=nframe)
+
+    def test_nframe_limits_accepted(self):
+        leaks.LeakCheck(nframe=1)
+        leaks.LeakCheck(nframe=65535)
+
+
 class ExpectedFailureTest(unittest.TestCase):
     """2.7: a leak is not swallowed as the expected failure."""
 

@@ -487,5 +487,58 @@ class SamplingTest(Harness, unittest.TestCase):
         self.assertIn(SAMPLING_REASON, output)
 
 
+# Review of issue 29, finding 6: bad option and marker values crashed.
+BAD_NFRAME_MARKER_TESTS = """\
+import pytest
+
+
+@pytest.mark.tracemalloc_leaks(nframe=0)
+def test_bad_nframe():
+    pass
+
+
+def test_after():
+    pass
+"""
+
+
+class OptionValidationTest(Harness, unittest.TestCase):
+    """A bad --tracemalloc-threshold or --tracemalloc-nframe is a usage
+    error (exit 4), a bad nframe of the marker that test's error; not an
+    OverflowError traceback or an INTERNALERROR."""
+
+    def setUp(self):
+        super().setUp()
+        self.write("test_ok.py", "def test_ok():\n    pass\n")
+
+    def assert_usage_error(self, option, value):
+        returncode, output = self.run_case(
+            False, "--tracemalloc-leaks", option, value, "test_ok.py")
+        self.assertNotIn("INTERNALERROR", output)
+        self.assertNotIn("Traceback", output)
+        self.assertEqual(returncode, 4, output)
+        self.assertIn(f"error: argument {option}", output)
+
+    def test_threshold_too_large(self):
+        self.assert_usage_error("--tracemalloc-threshold", "9" * 400)
+
+    def test_nframe_zero(self):
+        self.assert_usage_error("--tracemalloc-nframe", "0")
+
+    def test_nframe_negative(self):
+        self.assert_usage_error("--tracemalloc-nframe", "-1")
+
+    def test_nframe_too_large(self):
+        self.assert_usage_error("--tracemalloc-nframe", "70000")
+
+    def test_marker_nframe_zero(self):
+        self.write("test_marker.py", BAD_NFRAME_MARKER_TESTS)
+        returncode, output = self.run_case(False, "-rE", "test_marker.py")
+        self.assertNotIn("INTERNALERROR", output)
+        self.assertEqual(returncode, 1, output)
+        self.assertIn("1 passed, 1 error", output)
+        self.assertIn("nframe must be between 1 and 65535", output)
+
+
 if __name__ == "__main__":
     unittest.main()

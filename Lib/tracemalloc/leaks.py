@@ -58,6 +58,7 @@ __all__ = ['check', 'assert_no_leaks', 'clear_caches', 'LeakCheck',
 DEFAULT_WARMUP = 2
 DEFAULT_ROUNDS = 5
 DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
+MAX_NFRAME = 65535              # the most frames tracemalloc.start() takes
 
 
 class LeakError(AssertionError):
@@ -172,6 +173,8 @@ class LeakCheck:
             raise ValueError("min_rounds must be between 1 and rounds")
         if threshold < 0:
             raise ValueError("threshold must be >= 0")
+        if not 1 <= nframe <= MAX_NFRAME:
+            raise ValueError(f"nframe must be between 1 and {MAX_NFRAME}")
         self.warmup = warmup
         self.rounds = rounds
         self.threshold = threshold

@@ -87,7 +87,27 @@ def _size(text):
         raise argparse.ArgumentTypeError(
             f"must be a size in bytes such as 1000, 64KiB or 2MB, "
             f"not {text!r}")
-    return int(float(match[1]) * _SIZE_SUFFIXES[match[2]])
+    value = float(match[1]) * _SIZE_SUFFIXES[match[2]]
+    if not value < float('inf'):
+        # int() of inf raised OverflowError, a traceback.
+        raise argparse.ArgumentTypeError(
+            f"must be a size in bytes such as 1000, 64KiB or 2MB, "
+            f"not a number this large")
+    return int(value)
+
+
+def _nframe(text):
+    """A number of frames per traceback, as tracemalloc.start() takes it."""
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= leaks.MAX_NFRAME:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer between 1 and {leaks.MAX_NFRAME}, "
+            f"not {text!r}")
+    return value
 
 
 def pytest_addoption(parser):
@@ -113,7 +133,7 @@ def pytest_addoption(parser):
              f"suffixes K, KiB, MB... accepted (default: "
              f"{leaks.DEFAULT_THRESHOLD})")
     group.addoption(
-        "--tracemalloc-nframe", type=int, default=None, metavar="N",
+        "--tracemalloc-nframe", type=_nframe, default=None, metavar="N",
         help=f"frames per traceback when the check starts tracing "
              f"(default: {leaks.DEFAULT_NFRAME})")
     group.addoption(
