@@ -282,6 +282,13 @@ class Gen:
         self.every_byte = mode == "exact" and self.rng.random() < 0.4
         self.sizes = [x for x in SIZES if x >= 16] if self.every_byte else SIZES
 
+    def min_items(self, k):
+        """K items for a list, but not 1 when every byte is sampled: the
+        8-byte items array of a 1-item list is left out with probability
+        exp(-8), and a program holds thousands of them (a 16-byte block
+        with probability exp(-16), 1e-7)."""
+        return 2 if self.every_byte and k == 1 else k
+
     def name(self, prefix):
         self.n += 1
         return f"{prefix}{self.n}"
@@ -362,7 +369,7 @@ class Gen:
             k = self.rng.randint(1, 8)
             return f"({'A, ' * (k - 1)}i)"
         if kind == "list":
-            return f"[i] * {self.rng.randint(0, 9)}"
+            return f"[i] * {self.min_items(self.rng.randint(0, 9))}"
         if kind == "dict":
             return f"{{j: i for j in range({self.rng.randint(0, 6)})}}"
         return f"bytes({self.rng.choice([1, 100, 600])})"
@@ -442,7 +449,7 @@ class Gen:
             name = self.name("l")
             self.lists.add(name)
             k = self.rng.choice([0, 1, 3, 4, 7, 8, 16, 60, 64, 100])
-            return [f"H[{name!r}] = [0] * {k}"]
+            return [f"H[{name!r}] = [0] * {self.min_items(k)}"]
         name = self.rng.choice(sorted(self.lists))
         op = self.rng.choice(["append", "extend", "shrink", "clear"])
         if op == "append":
