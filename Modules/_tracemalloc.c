@@ -10,6 +10,7 @@
 #include "Python.h"
 #include "pycore_pymem.h"         // _Py_tracemalloc_config
 #include "pycore_tracemalloc.h"
+#include "pycore_sysmodule.h"     // _PySys_GetSizeOf()
 
 #if PY_VERSION_HEX >= 0x030D0000
 /* The clinic output is 3.11's (one file for both bases): the helpers it
@@ -1564,6 +1565,9 @@ tracemalloc_clear_free_lists(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* Retention paths (who holds objects alive): a file of its own. */
+#include "_tracemalloc_retention.c"
+
 static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
@@ -1590,6 +1594,7 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC_GET_TRACEMALLOC_MEMORY_METHODDEF
     _TRACEMALLOC_GET_TRACED_MEMORY_METHODDEF
     _TRACEMALLOC_RESET_PEAK_METHODDEF
+    TRACEMALLOC_RETENTION_METHODDEFS
     {NULL, NULL}
 };
 

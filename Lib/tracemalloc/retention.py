@@ -1,0 +1,494 @@
+"""Who holds objects alive: retention paths from the program's roots.
+
+``retention_paths(objects)`` finds, for each independent holder of
+*objects*, the shortest chain of references from a root -- a module's
+globals, a class's attributes, a local variable of a frame of any thread,
+``gc.garbage``, a thread's state dict (where ``threading.local`` keeps its
+data) -- down to one of them, and says how many of the objects (and how
+many bytes) hang under that holder.  ``site_objects(filename, lineno)``
+lists the live objects that tracemalloc traced at one line, so that
+``site_retention()`` answers the same question for a snapshot's site.
+
+The search runs in C (``_tracemalloc._retention_paths``), over
+``tp_traverse`` as the garbage collector does, and allocates nothing that
+tracemalloc traces.  What it reports holds no reference to the objects.
+"""
+
+import gc
+import sys
+import threading
+import types
+
+import _tracemalloc
+
+__all__ = ["Step", "Chain", "Retention", "retention_paths", "roots",
+           "site_objects", "site_retention"]
+
+MAX_CHAINS = 3
+_REPR_LIMIT = 40
+
+# Root kinds, in the order the search starts from them: at equal length,
+# a chain from an earlier kind wins.
+ROOT_KINDS = ("gc.garbage", "module", "class", "thread", "frame")
+
+
+def _short_repr(obj, limit=_REPR_LIMIT):
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__} object>"
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return text
+
+
+def _type_name(obj_or_type):
+    cls = obj_or_type if isinstance(obj_or_type, type) else type(obj_or_type)
+    module = cls.__module__
+    if module in ("builtins", None):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+class Step:
+    """One link of a chain: how the previous object holds this one.
+
+    *how* is ``global NAME``, ``attribute NAME``, ``local NAME``,
+    ``.NAME`` (an instance attribute), ``['key']`` (a dict key's repr,
+    shortened), ``[3]`` (a list or tuple index), ``closure NAME`` (a
+    closure cell's variable), ``default NAME`` (a default argument),
+    ``key`` (the object is a dict key or a set member) or ``''`` when
+    nothing names it (a C object's own reference); *type* is the held
+    object's type name.
+    """
+
+    __slots__ = ("how", "type")
+
+    def __init__(self, how, type):
+        self.how = how
+        self.type = type
+
+    def __repr__(self):
+        return f"Step({self.how!r}, {self.type!r})"
+
+    def __eq__(self, other):
+        if not isinstance(other, Step):
+            return NotImplemented
+        return (self.how, self.type) == (other.how, other.type)
+
+
+class Chain:
+    """How one independent holder keeps some of the objects alive.
+
+    Attributes:
+
+    *kind*
+        ``'root'``: reached from a root (*root_kind* and *root* say which);
+        ``'no-referrer'``: held by an object that no Python object refers
+        to as often as its refcount says (*refcount* and *referrers*):
+        a reference kept by C code (an extension's static, a C
+        structure) or a refcount leak in an extension;
+        ``'cycle'``: referred to only from objects that nothing reachable
+        refers to, an uncollected cycle (``gc.collect()`` would free it);
+        ``'unheld'``: nothing refers to it but the caller's own
+        containers.
+    *root_kind*, *root*
+        For ``'root'`` chains: one of ``ROOT_KINDS`` and the root's
+        description (``module app.sessions``, ``class app.Registry``,
+        ``thread MainThread, frame work() at app.py:12``, ``gc.garbage``,
+        ``thread worker, state dict``).  Else None.
+    *steps*
+        List of ``Step``, from the root down to one of the objects.
+    *length*
+        The number of objects on the chain, the root's namespace (the
+        module's ``__dict__``, the class's, a frame's locals) included:
+        what ``gc.get_referents()`` walks, unlike *steps*, which fold an
+        instance's ``__dict__`` or a function's ``__closure__`` into one
+        step.
+    *count*, *size*
+        How many of the objects, and how many bytes (``sys.getsizeof()``),
+        hang under the chain's first object below its root.
+    *types*
+        ``{type name: count}`` of those objects.
+    *refcount*, *referrers*
+        For ``'no-referrer'`` chains, the refcount of the chain's first
+        object and the references to it found in Python objects (the
+        search's own excluded).  Else None.
+    """
+
+    def __init__(self, kind, root_kind, root, steps, length, count, size,
+                 types, refcount=None, referrers=None):
+        self.kind = kind
+        self.root_kind = root_kind
+        self.root = root
+        self.steps = steps
+        self.length = length
+        self.count = count
+        self.size = size
+        self.types = types
+        self.refcount = refcount
+        self.referrers = referrers
+
+    def __repr__(self):
+        return (f"<Chain {self.kind} count={self.count} size={self.size}: "
+                f"{self}>")
+
+    def _head(self):
+        if self.kind == "root":
+            return self.root
+        if self.kind == "no-referrer":
+            return (f"no Python referrer (refcount {self.refcount}, "
+                    f"{self.referrers} referrer(s) found: kept by C code "
+                    f"or a refcount leak)")
+        if self.kind == "cycle":
+            return "uncollected cycle"
+        return "nothing but the caller's containers"
+
+    def __str__(self):
+        parts = [self._head()]
+        for i, step in enumerate(self.steps):
+            if i == 0 and step.how:
+                parts.append(f"{step.how} ({step.type})")
+            elif step.how:
+                parts.append(step.how)
+                parts.append(step.type)
+            else:
+                parts.append(step.type)
+        return " \u2192 ".join(parts)
+
+    def summary(self):
+        """One line: count, size and type counts under the holder."""
+        types = ", ".join(f"{name} {n}" for name, n in
+                          sorted(self.types.items(), key=lambda t: -t[1]))
+        return f"{self.count} objects, {self.size} B under it ({types})"
+
+
+class Retention:
+    """The holders of a set of objects.
+
+    *chains*: at most ``max_chains`` ``Chain`` objects, largest first (by
+    count, then size); *holders*: how many independent holders there are
+    in all; *count*: how many distinct objects were asked about;
+    *reached*: how many of them are reachable from a root; *types*:
+    ``{type name: count}`` of all of them.
+    """
+
+    def __init__(self, chains, holders, count, reached, types):
+        self.chains = chains
+        self.holders = holders
+        self.count = count
+        self.reached = reached
+        self.types = types
+
+    def __repr__(self):
+        return (f"<Retention {self.count} objects, {self.holders} "
+                f"holder(s), {len(self.chains)} chain(s)>")
+
+    def format(self, limit=None):
+        """Lines: each chain, then its summary, indented."""
+        lines = []
+        for chain in self.chains[:limit]:
+            lines.append(str(chain))
+            lines.append("    " + chain.summary())
+        if self.holders > len(lines) // 2:
+            lines.append(f"({self.holders - len(lines) // 2} more "
+                         f"holder(s))")
+        return lines
+
+    def __str__(self):
+        return "\n".join(self.format())
+
+
+# ---- roots -------------------------------------------------------------
+
+def _class_dict(cls):
+    # The dict behind cls.__dict__ (a mappingproxy): what tp_traverse
+    # walks.
+    try:
+        proxy = cls.__dict__
+    except Exception:
+        return None
+    for referent in gc.get_referents(proxy):
+        if isinstance(referent, dict):
+            return referent
+    return None
+
+
+def _all_classes():
+    seen = set()
+    order = []
+    todo = [object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        order.append(cls)
+        try:
+            subclasses = type.__subclasses__(cls)
+        except TypeError:
+            continue
+        todo.extend(reversed(subclasses))
+    return order
+
+
+def _thread_names():
+    names = {}
+    for thread in threading.enumerate():
+        if thread.ident is not None:
+            names[thread.ident] = thread.name
+    return names
+
+
+def roots(skip_frames=None):
+    """The roots the search starts from, in order: a list of
+    ``(kind, description, namespace)``, where *namespace* is the object
+    the search walks from (a module's ``__dict__``, a class's, a copy of a
+    frame's locals, ``gc.garbage``, a thread's state dict).
+
+    *skip_frames*: a set of code objects whose frames are not roots.
+    """
+    skip_frames = skip_frames or ()
+    result = [("gc.garbage", "gc.garbage", gc.garbage)]
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict):
+            result.append(("module", f"module {name}", namespace))
+    for cls in _all_classes():
+        namespace = _class_dict(cls)
+        if namespace is not None:
+            result.append(("class", f"class {_type_name(cls)}", namespace))
+    names = _thread_names()
+    for ident, namespace in _tracemalloc._thread_dicts():
+        name = names.get(ident, ident)
+        result.append(("thread", f"thread {name}, state dict", namespace))
+    for ident, frame in sys._current_frames().items():
+        name = names.get(ident, ident)
+        while frame is not None:
+            code = frame.f_code
+            if code not in skip_frames and frame.f_locals is not \
+                    frame.f_globals:
+                where = (f"thread {name}, frame {code.co_name}() at "
+                         f"{code.co_filename}:{frame.f_lineno}")
+                result.append(("frame", where, dict(frame.f_locals)))
+            frame = frame.f_back
+    del frame
+    return result
+
+
+def _own_code():
+    # The frames of this module's functions are not roots: their locals
+    # are the search's own.
+    own = set()
+    for value in globals().values():
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            own.add(code)
+    return own
+
+
+# ---- naming the steps --------------------------------------------------
+
+def _how(parent, child):
+    """How PARENT refers to CHILD: a short string, '' if unknown."""
+    if isinstance(parent, dict):
+        for key, value in parent.items():
+            if value is child:
+                if isinstance(key, str) and key.isidentifier():
+                    return f"[{key!r}]"
+                return f"[{_short_repr(key)}]"
+        return "key"
+    if isinstance(parent, (list, tuple)):
+        for index, value in enumerate(parent):
+            if value is child:
+                return f"[{index}]"
+        return ""
+    if isinstance(parent, (set, frozenset)):
+        return "key"
+    if isinstance(parent, types.CellType):
+        return "cell_contents"
+    if isinstance(parent, types.MethodType):
+        if parent.__self__ is child:
+            return ".__self__"
+        if parent.__func__ is child:
+            return ".__func__"
+        return ""
+    if isinstance(parent, type):
+        if _class_dict(parent) is child:
+            return "__dict__"
+    for name in ("__defaults__", "__kwdefaults__", "__closure__",
+                 "__globals__", "__code__", "__wrapped__"):
+        try:
+            if getattr(parent, name, None) is child:
+                return f".{name}"
+        except Exception:
+            pass
+    try:
+        namespace = object.__getattribute__(parent, "__dict__")
+    except Exception:
+        namespace = None
+    if isinstance(namespace, dict):
+        if namespace is child:
+            return ".__dict__"
+        for key, value in namespace.items():
+            if value is child:
+                return f".{key}"
+    for cls in type(parent).__mro__:
+        for name in cls.__dict__.get("__slots__", ()):
+            try:
+                if object.__getattribute__(parent, name) is child:
+                    return f".{name}"
+            except Exception:
+                pass
+    return ""
+
+
+_NAMESPACE_STEP = {"module": "global", "class": "attribute",
+                   "frame": "local"}
+
+
+def _steps(objects, root_kind):
+    """Steps for the chain OBJECTS (its first object the namespace)."""
+    steps = []
+    i = 1
+    while i < len(objects):
+        parent, child = objects[i - 1], objects[i]
+        how = _how(parent, child)
+        if i == 1 and root_kind in _NAMESPACE_STEP and how.startswith("['"):
+            how = f"{_NAMESPACE_STEP[root_kind]} {how[2:-2]}"
+        following = objects[i + 1] if i + 1 < len(objects) else None
+        # An instance's __dict__: one step, ".name".
+        if how == ".__dict__" and following is not None:
+            inner = _how(child, following)
+            if inner.startswith("['"):
+                steps.append(Step(f".{inner[2:-2]}", _type_name(following)))
+                i += 2
+                continue
+        # A function's closure: ".__closure__" [i] cell -> contents.
+        if (how == ".__closure__" and isinstance(parent, types.FunctionType)
+                and i + 2 < len(objects)):
+            index = _how(child, following)
+            contents = objects[i + 2]
+            try:
+                name = parent.__code__.co_freevars[int(index[1:-1])]
+            except (ValueError, IndexError):
+                name = index
+            steps.append(Step(f"closure {name}", _type_name(contents)))
+            i += 3
+            continue
+        # A default argument: ".__defaults__" [i].
+        if (how == ".__defaults__" and isinstance(parent, types.FunctionType)
+                and following is not None):
+            index = _how(child, following)
+            code = parent.__code__
+            try:
+                names = code.co_varnames[:code.co_argcount]
+                position = len(names) - len(parent.__defaults__) \
+                    + int(index[1:-1])
+                name = names[position]
+            except (ValueError, IndexError):
+                name = index
+            steps.append(Step(f"default {name}", _type_name(following)))
+            i += 2
+            continue
+        if (how == ".__kwdefaults__" and following is not None):
+            inner = _how(child, following)
+            steps.append(Step(f"default {inner[2:-2]}",
+                              _type_name(following)))
+            i += 2
+            continue
+        steps.append(Step(how, _type_name(child)))
+        i += 1
+    return steps
+
+
+# ---- the search --------------------------------------------------------
+
+def retention_paths(objects, *, max_chains=MAX_CHAINS):
+    """Who holds *objects* (an iterable) alive: a ``Retention``.
+
+    Each independent holder gives a chain from a root down to one of the
+    objects it holds; the *max_chains* (default 3) largest are kept.  The
+    container *objects* itself (and the search's own) are not holders.
+    """
+    if isinstance(max_chains, bool) or not isinstance(max_chains, int):
+        raise TypeError("max_chains must be an int")
+    if max_chains < 0:
+        raise ValueError("max_chains must be >= 0")
+    container = objects
+    targets = objects if isinstance(objects, (list, tuple)) \
+        else list(objects)
+    root_list = roots(_own_code())
+    namespaces = [namespace for _, _, namespace in root_list]
+    ignore = [container, root_list]
+    ignore.extend(root_list)
+    groups, all_types, holders, reached = _tracemalloc._retention_paths(
+        targets, namespaces, ignore, max_chains)
+    chains = []
+    for (kind, root_index, chain, count, size, group_types, refcount,
+         referrers) in groups:
+        if kind == "root":
+            root_kind, root, _ = root_list[root_index]
+            objects_on_chain = chain
+        else:
+            root_kind = root = None
+            # The head object is the holder itself: a pseudo-namespace.
+            objects_on_chain = (None,) + chain
+        steps = _steps(objects_on_chain, root_kind)
+        if kind != "root":
+            steps[0] = Step("", steps[0].type)
+        chains.append(Chain(
+            kind, root_kind, root, steps, len(chain), count, size,
+            {_type_name(t): n for t, n in group_types.items()},
+            refcount if kind != "root" else None,
+            referrers if kind != "root" else None))
+    del groups, namespaces, root_list, ignore
+    return Retention(chains, holders, sum(all_types.values()), reached,
+                     {_type_name(t): n for t, n in all_types.items()})
+
+
+def site_objects(filename, lineno=None):
+    """The live objects whose allocation tracemalloc traced at
+    *filename*:*lineno* (the most recent frame; any line if *lineno* is
+    None): a list.  Objects that the collector does not track (bytes, str,
+    int, ...) are found through the tracked objects that refer to them.
+    """
+    if not _tracemalloc.is_tracing():
+        raise RuntimeError("the tracemalloc module must be tracing memory "
+                           "allocations to find a site's objects")
+    where = _tracemalloc._get_object_traceback
+    found = []
+    seen = set()
+    everything = gc.get_objects()
+    for obj in everything:
+        frames = where(obj)
+        if frames and frames[0][0] == filename and (
+                lineno is None or frames[0][1] == lineno):
+            found.append(obj)
+    for referent in gc.get_referents(*everything):
+        if gc.is_tracked(referent) or id(referent) in seen:
+            continue
+        frames = where(referent)
+        if frames and frames[0][0] == filename and (
+                lineno is None or frames[0][1] == lineno):
+            seen.add(id(referent))
+            found.append(referent)
+    del everything, obj, referent
+    return found
+
+
+def site_retention(site, *, max_chains=MAX_CHAINS):
+    """``retention_paths()`` of the live objects allocated at *site*: a
+    ``(filename, lineno)`` pair, a ``tracemalloc.Frame``, a
+    ``tracemalloc.Traceback`` (its most recent frame) or a ``Statistic``
+    or ``StatisticDiff`` of a snapshot (its traceback's)."""
+    traceback = getattr(site, "traceback", site)
+    if isinstance(traceback, tuple) and len(traceback) == 2 \
+            and isinstance(traceback[0], str):
+        filename, lineno = traceback
+    else:
+        frame = traceback[0] if not hasattr(traceback, "filename") \
+            else traceback
+        filename, lineno = frame.filename, frame.lineno
+    objects = site_objects(filename, lineno)
+    return retention_paths(objects, max_chains=max_chains)
