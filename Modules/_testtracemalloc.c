@@ -749,6 +749,25 @@ raw_free_with_gil(PyObject *module, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(keep_in_static_doc,
+"keep_in_static($module, obj, /)\n--\n\n"
+"Keep a strong reference to OBJ in a C static, as a leaking extension\n"
+"would (None drops it); return the object kept before.  The retention\n"
+"search sees no Python referrer for OBJ (issue 30).");
+
+static PyObject *kept_in_static = NULL;
+
+static PyObject *
+keep_in_static(PyObject *module, PyObject *obj)
+{
+    PyObject *old = kept_in_static;
+    kept_in_static = obj == Py_None ? NULL : Py_NewRef(obj);
+    if (old == NULL) {
+        Py_RETURN_NONE;
+    }
+    return old;
+}
+
 PyDoc_STRVAR(foreign_entries_doc,
 "foreign_entries($module, /)\n--\n\n"
 "How many times the engine has been entered by a caller it found not to\n"
@@ -787,6 +806,7 @@ static PyMethodDef methods[] = {
      fail_bookkeeping_doc},
     {"fail_barrier", fail_barrier, METH_O, fail_barrier_doc},
     {"engine_stats", engine_stats, METH_NOARGS, engine_stats_doc},
+    {"keep_in_static", keep_in_static, METH_O, keep_in_static_doc},
     {NULL, NULL}
 };
 

@@ -40,6 +40,7 @@
 #define RETENTION_HELD      0x10  /* reached by phase 2 from a C-held one */
 #define RETENTION_WALKED    0x20  /* seen while walking a cycle */
 #define RETENTION_COUNTED   0x40  /* a target already put in its group */
+#define RETENTION_LISTED    0x80  /* in phase 2's gc.get_objects() list */
 
 typedef struct {
     PyObject *obj;        /* borrowed: nothing runs while the search lives */
@@ -311,7 +312,11 @@ retention_unseen(retention_entry *e)
         return 0;
     }
 #endif
-    return Py_REFCNT(e->obj) - (Py_ssize_t)e->referrers - (Py_ssize_t)e->own;
+    /* The list of phase 2 holds one more, not counted in OWN: it is gone
+       when the results are made. */
+    Py_ssize_t listed = e->flags & RETENTION_LISTED ? 1 : 0;
+    return Py_REFCNT(e->obj) - (Py_ssize_t)e->referrers - (Py_ssize_t)e->own
+           - listed;
 }
 
 static int
@@ -356,6 +361,7 @@ retention_phase2(retention_search *s, PyObject *ignore_fast)
             goto nomemory;
         }
         retention_entry *e = &s->entries[index];
+        e->flags |= RETENTION_LISTED;
         if (!(e->flags & (RETENTION_REACHED | RETENTION_IGNORED))) {
             e->flags |= RETENTION_UNREACHED;
         }
@@ -372,9 +378,8 @@ retention_phase2(retention_search *s, PyObject *ignore_fast)
     /* The search's own containers: their references are not holders. */
     Py_ssize_t nignore = PySequence_Fast_GET_SIZE(ignore_fast);
     PyObject **ignored = PySequence_Fast_ITEMS(ignore_fast);
-    for (Py_ssize_t i = -1; i < nignore; i++) {
-        PyObject *obj = i < 0 ? everything : ignored[i];
-        uint32_t index = retention_find(s, obj);
+    for (Py_ssize_t i = 0; i < nignore; i++) {
+        uint32_t index = retention_find(s, ignored[i]);
         if (index != RETENTION_NONE) {
             retention_traverse(s, index, retention_visit_count);
         }
@@ -414,7 +419,8 @@ nomemory:
 typedef struct {
     uint32_t head;        /* entry the chain is reported from */
     uint32_t holder;      /* entry the group is keyed by */
-    uint32_t sample;      /* the first target met (shortest chain) */
+    uint32_t sample;      /* the target with the shortest chain */
+    size_t depth;         /* its chain's length less one */
     int kind;             /* 0 root, 1 no Python referrer, 2 cycle,
                              3 only the search's own containers */
     size_t count;
@@ -432,9 +438,10 @@ static const char *const retention_kinds[] = {
    object met twice walking back the referrers. */
 static uint32_t
 retention_holder(retention_search *s, uint32_t index, int *kind,
-                 uint32_t *head)
+                 uint32_t *head, size_t *depth)
 {
     retention_entry *e = &s->entries[index];
+    *depth = 0;
     if (e->flags & (RETENTION_REACHED | RETENTION_HELD)) {
         *kind = e->flags & RETENTION_REACHED ? 0 : 1;
         uint32_t below = index;
@@ -442,6 +449,7 @@ retention_holder(retention_search *s, uint32_t index, int *kind,
         while (s->entries[cur].parent != RETENTION_NONE) {
             below = cur;
             cur = s->entries[cur].parent;
+            (*depth)++;
         }
         *head = cur;
         return *kind == 0 ? below : cur;
@@ -541,10 +549,6 @@ retention_group_compare(const void *a, const void *b)
 static PyObject *
 retention_group_record(retention_search *s, retention_group *g)
 {
-    PyObject *chain = retention_chain(s, g->head, g->sample);
-    if (chain == NULL) {
-        return NULL;
-    }
     retention_entry *head = &s->entries[g->head];
     Py_ssize_t refcount = -1, referrers = -1;
     long root = -1;
@@ -559,6 +563,11 @@ retention_group_record(retention_search *s, retention_group *g)
             refcount = -1;
         }
 #endif
+    }
+    /* After the refcount: the chain holds its objects. */
+    PyObject *chain = retention_chain(s, g->head, g->sample);
+    if (chain == NULL) {
+        return NULL;
     }
     return Py_BuildValue("(slNnnOnn)", retention_kinds[g->kind], root,
                          chain, (Py_ssize_t)g->count, (Py_ssize_t)g->bytes,
@@ -589,7 +598,8 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
         }
         int kind;
         uint32_t head;
-        uint32_t holder = retention_holder(s, index, &kind, &head);
+        size_t depth;
+        uint32_t holder = retention_holder(s, index, &kind, &head, &depth);
         if (kind == 0) {
             reached++;
         }
@@ -611,11 +621,15 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
             }
             groups[ngroups] = (retention_group){
                 .head = head, .holder = holder, .sample = index,
-                .kind = kind, .types = types,
+                .depth = depth, .kind = kind, .types = types,
             };
             h->group = (uint32_t)ngroups++;
         }
         retention_group *g = &groups[h->group];
+        if (depth < g->depth) {
+            g->sample = index;
+            g->depth = depth;
+        }
         g->count++;
         g->bytes += retention_sizeof(targets[t]);
         if (retention_count_type(g->types, targets[t]) < 0) {

@@ -249,7 +249,9 @@ def roots(skip_frames=None):
     *skip_frames*: a set of code objects whose frames are not roots.
     """
     skip_frames = skip_frames or ()
-    result = [("gc.garbage", "gc.garbage", gc.garbage)]
+    # gc.garbage as one holder, not each of its items: the search walks
+    # from a list around it (retention_paths() drops it from the chains).
+    result = [("gc.garbage", "gc.garbage", [gc.garbage])]
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if isinstance(namespace, dict):
@@ -294,8 +296,6 @@ def _how(parent, child):
     if isinstance(parent, dict):
         for key, value in parent.items():
             if value is child:
-                if isinstance(key, str) and key.isidentifier():
-                    return f"[{key!r}]"
                 return f"[{_short_repr(key)}]"
         return "key"
     if isinstance(parent, (list, tuple)):
@@ -429,6 +429,8 @@ def retention_paths(objects, *, max_chains=MAX_CHAINS):
          referrers) in groups:
         if kind == "root":
             root_kind, root, _ = root_list[root_index]
+            if root_kind == "gc.garbage":
+                chain = chain[1:]
             objects_on_chain = chain
         else:
             root_kind = root = None

@@ -1,0 +1,680 @@
+"""Tests of tracemalloc.retention: who holds leaked objects alive.
+
+Every leak pattern of issue 30's corpus is planted in a module of its own
+(put in sys.modules, as an application's module would be), and the search
+must name its holder: the root's kind and description, each step, the
+count and size under the holder.  The oracle is Debian's python3-objgraph
+(pure Python, not ours): its find_backref_chain(), walking
+gc.get_referrers() back from the same object to the same root, must find a
+chain of the same length.  The oracle tests skip, saying so, when objgraph
+is not installed (apt-get install python3-objgraph).
+"""
+
+import gc
+import importlib.util
+import os
+import sys
+import textwrap
+import threading
+import tracemalloc
+import types
+import unittest
+
+from tracemalloc import retention
+
+try:
+    import _testtracemalloc
+except ImportError:
+    _testtracemalloc = None
+try:
+    from _testcapi import with_tp_del
+except ImportError:
+    with_tp_del = None
+
+OBJGRAPH_PATH = os.environ.get(
+    "TRACEMALLOC_OBJGRAPH", "/usr/lib/python3/dist-packages/objgraph.py")
+COUNT = 20
+
+
+def load_objgraph():
+    """Debian's objgraph, loaded from its file (not all of dist-packages,
+    whose compiled modules are the system Python's), or None."""
+    if not os.path.exists(OBJGRAPH_PATH):
+        return None
+    spec = importlib.util.spec_from_file_location("objgraph", OBJGRAPH_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+objgraph = load_objgraph()
+
+
+class Payload:
+    """What the leaks keep: an object of a type of its own."""
+
+    def __init__(self, n):
+        self.n = n
+
+
+def plant(name, source, **names):
+    """A module NAME in sys.modules, running SOURCE."""
+    module = types.ModuleType(name)
+    module.__dict__.update(names)
+    sys.modules[name] = module
+    exec(textwrap.dedent(source), module.__dict__)
+    return module
+
+
+class Pattern:
+    """One leak pattern: set up, the targets, the expected chain, the
+    root for the oracle (find_backref_chain's predicate) and the length
+    that objgraph's chain has more than ours (the module object before
+    its __dict__, the class before its)."""
+
+    name = None
+
+    def setup(self):
+        raise NotImplementedError
+
+    def cleanup(self):
+        sys.modules.pop(self.module_name, None)
+
+    @property
+    def module_name(self):
+        return f"leakapp_{self.name}"
+
+
+class GlobalList(Pattern):
+    name = "global_list"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            LEAKS = []
+            def work(i):
+                LEAKS.append(b"x" * 64 + str(i).encode())
+            for i in range(COUNT):
+                work(i)
+        """, COUNT=COUNT)
+        self.root_kind = "module"
+        self.root = f"module {self.module_name}"
+        self.steps = ["global LEAKS (list)", "[0]", "bytes"]
+        self.oracle_root = self.module
+        self.oracle_extra = 1
+        return list(self.module.LEAKS)
+
+
+class ClassRegistry(Pattern):
+    name = "class_registry"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            class Session:
+                registry = []
+                def __init__(self, n):
+                    self.payload = Payload(n)
+                    Session.registry.append(self.payload)
+            for i in range(COUNT):
+                Session(i)
+        """, COUNT=COUNT, Payload=Payload)
+        cls = self.module.Session
+        self.root_kind = "class"
+        self.root = f"class {self.module_name}.Session"
+        self.steps = ["attribute registry (list)", "[0]", _payload_type()]
+        self.oracle_root = cls
+        self.oracle_extra = 1
+        return list(cls.registry)
+
+
+class ClosureCell(Pattern):
+    name = "closure_cell"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            def make_recorder():
+                seen = []
+                def record(n):
+                    seen.append(Payload(n))
+                return record
+            record = make_recorder()
+            for i in range(COUNT):
+                record(i)
+        """, COUNT=COUNT, Payload=Payload)
+        self.root_kind = "module"
+        self.root = f"module {self.module_name}"
+        self.steps = ["global record (function)", "closure seen", "list",
+                      "[0]", _payload_type()]
+        self.oracle_root = self.module
+        self.oracle_extra = 1
+        return list(self.module.record.__closure__[0].cell_contents)
+
+
+class LruCache(Pattern):
+    name = "lru_cache"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            import functools
+            @functools.lru_cache(maxsize=None)
+            def load(key):
+                return Payload(key)
+            for i in range(COUNT):
+                load(i)
+        """, COUNT=COUNT, Payload=Payload)
+        self.root_kind = "module"
+        self.root = f"module {self.module_name}"
+        self.steps = ["global load (functools._lru_cache_wrapper)", "dict", "[0]", _payload_type()]
+        self.oracle_root = self.module
+        self.oracle_extra = 1
+        return [self.module.load(i) for i in range(COUNT)]
+
+
+class ThreadingLocal(Pattern):
+    name = "threading_local"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            import threading
+            state = threading.local()
+            state.items = [Payload(i) for i in range(COUNT)]
+        """, COUNT=COUNT, Payload=Payload)
+        self.root_kind = None   # checked in the test: base-dependent
+        self.root = None
+        self.steps = None
+        self.oracle_root = self.module
+        self.oracle_extra = 1
+        return list(self.module.state.items)
+
+
+class ThreadLocalVariable(Pattern):
+    name = "thread_variable"
+
+    def setup(self):
+        self.ready = threading.Event()
+        self.done = threading.Event()
+        box = []
+
+        def worker(ready, done, box):
+            data = [Payload(i) for i in range(COUNT)]
+            box.append(list(data))
+            ready.set()
+            done.wait()
+
+        self.thread = threading.Thread(target=worker, name="leaky-worker",
+                                       args=(self.ready, self.done, box))
+        self.thread.start()
+        self.ready.wait()
+        targets = box.pop()
+        self.root_kind = "frame"
+        self.root = "thread leaky-worker, frame worker() at "
+        self.steps = ["local data (list)", "[0]", _payload_type()]
+        self.oracle_root = None    # set in the test: the thread's frame
+        # objgraph's chain starts at the list (see compare()), ours at the
+        # frame's locals.
+        self.oracle_extra = -1
+        return targets
+
+    def cleanup(self):
+        self.done.set()
+        self.thread.join()
+
+
+class DefaultArgument(Pattern):
+    name = "default_argument"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            def handle(n, _seen=[]):
+                _seen.append(Payload(n))
+            for i in range(COUNT):
+                handle(i)
+        """, COUNT=COUNT, Payload=Payload)
+        self.root_kind = "module"
+        self.root = f"module {self.module_name}"
+        self.steps = ["global handle (function)", "default _seen", "list",
+                      "[0]", _payload_type()]
+        self.oracle_root = self.module
+        self.oracle_extra = 1
+        return list(self.module.handle.__defaults__[0])
+
+
+class BoundMethodCallback(Pattern):
+    name = "bound_method"
+
+    def setup(self):
+        self.module = plant(self.module_name, """
+            CALLBACKS = []
+            class Listener:
+                def __init__(self, n):
+                    self.buffer = Payload(n)
+                def on_event(self):
+                    pass
+            for i in range(COUNT):
+                CALLBACKS.append(Listener(i).on_event)
+        """, COUNT=COUNT, Payload=Payload)
+        self.root_kind = "module"
+        self.root = f"module {self.module_name}"
+        self.steps = ["global CALLBACKS (list)", "[0]", "method",
+                      ".__self__", f"{self.module_name}.Listener",
+                      ".buffer", _payload_type()]
+        self.oracle_root = self.module
+        self.oracle_extra = 1
+        return [m.__self__.buffer for m in self.module.CALLBACKS]
+
+
+class DelCycle(Pattern):
+    name = "del_cycle"
+
+    def setup(self):
+        # A cycle whose objects have a legacy finalizer (tp_del): the
+        # collector cannot free it and moves it to gc.garbage.
+        @with_tp_del
+        class Node:
+            def __init__(self, n):
+                self.payload = Payload(n)
+                self.partner = None
+
+            def __tp_del__(self):
+                pass
+
+        gc.collect()
+        self.garbage_before = len(gc.garbage)
+        for i in range(COUNT):
+            a, b = Node(i), Node(i)
+            a.partner, b.partner = b, a
+        del a, b
+        gc.collect()
+        self.nodes = gc.garbage[self.garbage_before:]
+        self.root_kind = "gc.garbage"
+        self.root = "gc.garbage"
+        self.steps = [f"[{self.garbage_before}] ({__name__}.DelCycle."
+                      f"setup.<locals>.Node)", ".payload", _payload_type()]
+        self.oracle_root = gc.garbage
+        self.oracle_extra = 0
+        return [node.payload for node in self.nodes[::2]]
+
+    def cleanup(self):
+        for node in self.nodes:
+            node.partner = None
+        del gc.garbage[self.garbage_before:]
+        self.nodes = None
+
+
+class CStatic(Pattern):
+    name = "c_static"
+
+    def setup(self):
+        held = [Payload(i) for i in range(COUNT)]
+        self.previous = _testtracemalloc.keep_in_static(held)
+        targets = list(held)
+        del held
+        self.root_kind = None
+        self.root = None
+        self.steps = ["list", "[0]", _payload_type()]
+        self.oracle_root = None    # the static's list, set in the test
+        self.oracle_extra = 0
+        return targets
+
+    def cleanup(self):
+        _testtracemalloc.keep_in_static(self.previous)
+
+
+def _payload_type():
+    return f"{__name__}.Payload"
+
+
+PATTERNS = [GlobalList, ClassRegistry, ClosureCell, LruCache,
+            ThreadingLocal, ThreadLocalVariable, DefaultArgument,
+            BoundMethodCallback, DelCycle, CStatic]
+
+
+def _requirements(pattern):
+    if pattern is DelCycle and with_tp_del is None:
+        return "needs _testcapi.with_tp_del"
+    if pattern is CStatic and _testtracemalloc is None:
+        return "needs _testtracemalloc"
+    return None
+
+
+class RetentionPatternTests(unittest.TestCase):
+    """Each corpus pattern: the chain that holds it."""
+
+    def run_pattern(self, pattern_class):
+        reason = _requirements(pattern_class)
+        if reason:
+            self.skipTest(reason)
+        pattern = pattern_class()
+        targets = pattern.setup()
+        self.addCleanup(pattern.cleanup)
+        result = retention.retention_paths(targets)
+        self.assertEqual(result.count, COUNT)
+        self.assertEqual(result.holders, 1, result)
+        chain = result.chains[0]
+        self.assertEqual(chain.count, COUNT, chain)
+        self.assertEqual(chain.size,
+                         sum(sys.getsizeof(t) for t in targets))
+        self.assertEqual(chain.types, {type(targets[0]).__module__ + "."
+                                       + type(targets[0]).__qualname__
+                                       if type(targets[0]) is not bytes
+                                       else "bytes": COUNT})
+        if pattern.root_kind is not None:
+            self.assertEqual(chain.kind, "root")
+            self.assertEqual(chain.root_kind, pattern.root_kind, chain)
+            self.assertTrue(chain.root.startswith(pattern.root), chain)
+        if pattern.steps is not None:
+            self.assertEqual(str(chain).split(" \u2192 ")[1:],
+                             pattern.steps, chain)
+        return pattern, targets, result, chain
+
+    def test_global_list(self):
+        pattern, targets, result, chain = self.run_pattern(GlobalList)
+        self.assertEqual(
+            str(chain), f"module {pattern.module_name} \u2192 global LEAKS "
+            f"(list) \u2192 [0] \u2192 bytes")
+        self.assertEqual(chain.length, 3)
+        self.assertEqual(result.reached, COUNT)
+
+    def test_class_registry(self):
+        self.run_pattern(ClassRegistry)
+
+    def test_closure_cell(self):
+        self.run_pattern(ClosureCell)
+
+    def test_lru_cache(self):
+        self.run_pattern(LruCache)
+
+    def test_threading_local(self):
+        pattern, targets, result, chain = self.run_pattern(ThreadingLocal)
+        self.assertEqual(chain.kind, "root")
+        self.assertIn(chain.root_kind, ("module", "thread"), chain)
+        text = str(chain)
+        self.assertIn("list \u2192 [0] \u2192 " + _payload_type(), text)
+
+    def test_thread_variable(self):
+        pattern, targets, result, chain = self.run_pattern(
+            ThreadLocalVariable)
+        self.assertIn(__file__.rstrip("c"), chain.root)
+
+    def test_default_argument(self):
+        self.run_pattern(DefaultArgument)
+
+    def test_bound_method_callback(self):
+        self.run_pattern(BoundMethodCallback)
+
+    def test_del_cycle(self):
+        self.run_pattern(DelCycle)
+
+    def test_c_static(self):
+        pattern, targets, result, chain = self.run_pattern(CStatic)
+        self.assertEqual(chain.kind, "no-referrer", chain)
+        self.assertEqual(chain.refcount, 1)
+        self.assertEqual(chain.referrers, 0)
+        self.assertIsNone(chain.root)
+        self.assertIn("no Python referrer (refcount 1, 0 referrer(s) found",
+                      str(chain))
+        self.assertEqual(result.reached, 0)
+
+
+class RetentionTests(unittest.TestCase):
+    """The search's other cases and its interface."""
+
+    def test_uncollected_cycle(self):
+        # A cycle that nothing reachable refers to, before the collector
+        # runs: reported as such.
+        enabled = gc.isenabled()
+        gc.disable()
+        self.addCleanup(lambda: gc.enable() if enabled else None)
+        a, b = Payload(1), Payload(2)
+        a.other, b.other = b, a
+        a.leaf = Payload(3)
+        targets = [a.leaf]
+        del a, b
+        result = retention.retention_paths(targets)
+        chain = result.chains[0]
+        self.assertEqual(chain.kind, "cycle", chain)
+        self.assertTrue(str(chain).startswith("uncollected cycle"), chain)
+        self.assertEqual(result.reached, 0)
+        targets.clear()
+        gc.collect()
+
+    def test_unheld(self):
+        # Only the caller's container refers to it.
+        result = retention.retention_paths([Payload(1)])
+        self.assertEqual(result.chains[0].kind, "unheld")
+        self.assertEqual(result.reached, 0)
+
+    def test_c_static_bytes(self):
+        # A non-GC object kept by C code alone: no chain above it.
+        if _testtracemalloc is None:
+            self.skipTest("needs _testtracemalloc")
+        obj = b"y" * COUNT * 5   # not a constant of the code object
+        previous = _testtracemalloc.keep_in_static(obj)
+        self.addCleanup(_testtracemalloc.keep_in_static, previous)
+        targets = [obj]
+        del obj
+        result = retention.retention_paths(targets)
+        chain = result.chains[0]
+        self.assertEqual(chain.kind, "no-referrer", chain)
+        self.assertEqual((chain.refcount, chain.referrers), (1, 0))
+        self.assertEqual(chain.length, 1)
+
+    def test_refcount_leak(self):
+        # A reference leaked by C code (an extra Py_INCREF): the refcount
+        # is higher than the referrers found.
+        holder = plant("leakapp_refleak", "HELD = []")
+        self.addCleanup(sys.modules.pop, "leakapp_refleak")
+        obj = Payload(7)
+        holder.HELD.append(obj)
+        import ctypes
+        address = ctypes.c_void_p(id(obj))
+        ctypes.pythonapi.Py_IncRef(address)
+        self.addCleanup(ctypes.pythonapi.Py_DecRef, address)
+        holder.HELD.clear()
+        targets = [obj]
+        del obj
+        result = retention.retention_paths(targets)
+        chain = result.chains[0]
+        self.assertEqual(chain.kind, "no-referrer", chain)
+        self.assertEqual((chain.refcount, chain.referrers), (1, 0))
+
+    def test_several_holders_largest_first(self):
+        module = plant("leakapp_many", """
+            BIG = [Payload(i) for i in range(30)]
+            SMALL = [Payload(i) for i in range(5)]
+            MEDIUM = {i: Payload(i) for i in range(10)}
+            TINY = (Payload(0),)
+        """, Payload=Payload)
+        self.addCleanup(sys.modules.pop, "leakapp_many")
+        targets = (module.BIG + module.SMALL + list(module.MEDIUM.values())
+                   + list(module.TINY))
+        result = retention.retention_paths(targets)
+        self.assertEqual(result.holders, 4)
+        self.assertEqual([c.count for c in result.chains], [30, 10, 5])
+        self.assertEqual([c.steps[0].how for c in result.chains],
+                         ["global BIG", "global MEDIUM", "global SMALL"])
+        self.assertEqual(result.chains[1].steps[1].how, "[0]")
+        lines = result.format()
+        self.assertEqual(lines[-1], "(1 more holder(s))")
+        self.assertEqual(len(retention.retention_paths(
+            targets, max_chains=1).chains), 1)
+        self.assertEqual(result.types, {_payload_type(): 46})
+
+    def test_shortest_chain(self):
+        # Held by a long chain and a short one: the short one is given.
+        module = plant("leakapp_short", """
+            LONG = [[[[None]]]]
+            SHORT = [None]
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_short")
+        obj = Payload(1)
+        module.LONG[0][0][0][0] = obj
+        module.SHORT[0] = obj
+        targets = [obj]
+        del obj
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(chain.steps[0].how, "global SHORT")
+        self.assertEqual(chain.length, 3)
+
+    def test_dict_key_repr_shortened(self):
+        module = plant("leakapp_keys", "CACHE = {}")
+        self.addCleanup(sys.modules.pop, "leakapp_keys")
+        key = "k" * 200
+        module.CACHE[key] = [b"z" * 50]
+        targets = list(module.CACHE[key])
+        chain = retention.retention_paths(targets).chains[0]
+        how = chain.steps[1].how
+        self.assertTrue(how.startswith("['kkk"), how)
+        self.assertLessEqual(len(how), 50)
+        self.assertTrue(how.endswith("...]"), how)
+
+    def test_bad_arguments(self):
+        with self.assertRaises(TypeError):
+            retention.retention_paths(42)
+        with self.assertRaises(ValueError):
+            retention.retention_paths([], max_chains=-1)
+        with self.assertRaises(TypeError):
+            retention.retention_paths([], max_chains="3")
+        import _tracemalloc
+        with self.assertRaises(TypeError):
+            _tracemalloc._retention_paths([])
+        with self.assertRaises(TypeError):
+            _tracemalloc._retention_paths([], [], bogus=1)
+
+    def test_no_targets(self):
+        result = retention.retention_paths([])
+        self.assertEqual((result.count, result.holders, result.chains),
+                         (0, 0, []))
+
+    def test_search_untraced(self):
+        # The search's own allocations are not traced.
+        module = plant("leakapp_traced", """
+            LEAKS = [Payload(i) for i in range(200)]
+        """, Payload=Payload)
+        self.addCleanup(sys.modules.pop, "leakapp_traced")
+        targets = list(module.LEAKS)
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        import _tracemalloc
+        namespaces = [ns for _, _, ns in retention.roots()]
+        # Traced, the search's tables alone (more than 2 MB for the
+        # table of 65536 entries it starts with) would raise the peak.
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = _tracemalloc._retention_paths(targets, namespaces)
+        peak = tracemalloc.get_traced_memory()[1]
+        self.assertEqual(result[0][0][3], 200)
+        self.assertLess(peak - before, 64 * 1024)
+
+    def test_site_retention(self):
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        module = plant("leakapp_site", """
+            KEEP = []
+            def grow():
+                for i in range(COUNT):
+                    KEEP.append(bytearray(100))   # the site
+        """, COUNT=COUNT)
+        self.addCleanup(sys.modules.pop, "leakapp_site")
+        filename = "<string>"
+        module.grow()
+        snapshot = tracemalloc.take_snapshot()
+        stat = [s for s in snapshot.statistics("lineno")
+                if s.traceback[0].filename == filename][0]
+        objects = retention.site_objects(filename, stat.traceback[0].lineno)
+        self.assertEqual(len(objects), COUNT)
+        del objects
+        result = retention.site_retention(stat)
+        self.assertEqual(result.count, COUNT)
+        self.assertRegex(str(result.chains[0]),
+                         r"^module leakapp_site \u2192 global KEEP \(list\) "
+                         r"\u2192 \[\d+\] \u2192 bytearray$")
+
+    def test_site_needs_tracing(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracing already")
+        with self.assertRaises(RuntimeError):
+            retention.site_objects("x.py", 1)
+
+
+@unittest.skipIf(objgraph is None,
+                 f"objgraph is not installed (no {OBJGRAPH_PATH}; "
+                 f"apt-get install python3-objgraph): the oracle "
+                 f"comparison is skipped")
+class ObjgraphOracleTests(unittest.TestCase):
+    """objgraph.find_backref_chain() finds a chain of the same length from
+    the same kind of root, per pattern."""
+
+    def compare(self, pattern_class):
+        reason = _requirements(pattern_class)
+        if reason:
+            self.skipTest(reason)
+        pattern = pattern_class()
+        targets = pattern.setup()
+        self.addCleanup(pattern.cleanup)
+        target = targets[0]
+        root = pattern.oracle_root
+        if pattern_class is ThreadLocalVariable:
+            # objgraph walks gc.get_referrers(), which cannot see a
+            # running frame's locals (a running frame's tp_traverse does
+            # not visit them): its root is the list the local names,
+            # whose only referrer is that frame.
+            frame = sys._current_frames()[pattern.thread.ident]
+            while frame.f_code.co_name != "worker":
+                frame = frame.f_back
+            root = frame.f_locals["data"]
+            del frame
+        elif pattern_class is CStatic:
+            # No Python object refers to the static's list: the oracle's
+            # root is the list itself.
+            root = _testtracemalloc.keep_in_static(None)
+            _testtracemalloc.keep_in_static(root)
+        found = objgraph.find_backref_chain(
+            target, lambda obj: obj is root, max_depth=20,
+            extra_ignore=(id(targets), id(sys._getframe())))
+        del root
+        self.assertIs(found[-1], target)
+        objgraph_types = [type(obj).__name__ for obj in found]
+        del found, target
+        # Ours after objgraph's: naming an instance's attribute creates its
+        # __dict__ (3.12+ keeps the values inline until asked for it),
+        # which would lengthen objgraph's chain by one.
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertGreater(len(objgraph_types), 1, "objgraph found no chain")
+        self.assertEqual(len(objgraph_types),
+                         chain.length + pattern.oracle_extra,
+                         (chain, objgraph_types))
+        return chain, objgraph_types
+
+    def test_global_list(self):
+        self.compare(GlobalList)
+
+    def test_class_registry(self):
+        self.compare(ClassRegistry)
+
+    def test_closure_cell(self):
+        self.compare(ClosureCell)
+
+    def test_lru_cache(self):
+        self.compare(LruCache)
+
+    def test_threading_local(self):
+        self.compare(ThreadingLocal)
+
+    def test_thread_variable(self):
+        self.compare(ThreadLocalVariable)
+
+    def test_default_argument(self):
+        self.compare(DefaultArgument)
+
+    def test_bound_method_callback(self):
+        self.compare(BoundMethodCallback)
+
+    def test_del_cycle(self):
+        self.compare(DelCycle)
+
+    def test_c_static(self):
+        self.compare(CStatic)
+
+
+if __name__ == "__main__":
+    unittest.main()
