@@ -626,6 +626,8 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
             h->group = (uint32_t)ngroups++;
         }
         retention_group *g = &groups[h->group];
+        /* The shortest chain; of those, the first target given (the
+           traversal order is the types': a list's is backwards). */
         if (depth < g->depth) {
             g->sample = index;
             g->depth = depth;
