@@ -331,16 +331,13 @@ retention_mark_ignored(retention_search *s, PyObject *obj)
     return 0;
 }
 
-/* Phase 2.  EVERYTHING: gc.get_objects(), made here. */
+/* Phase 2.  GET_OBJECTS: gc.get_objects(), a C function, which runs no
+   Python code. */
 static int
-retention_phase2(retention_search *s, PyObject *ignore_fast)
+retention_phase2(retention_search *s, PyObject *ignore_fast,
+                 PyObject *get_objects)
 {
-    PyObject *gc = PyImport_ImportModule("gc");
-    if (gc == NULL) {
-        return -1;
-    }
-    PyObject *everything = PyObject_CallMethod(gc, "get_objects", NULL);
-    Py_DECREF(gc);
+    PyObject *everything = PyObject_CallNoArgs(get_objects);
     if (everything == NULL) {
         return -1;
     }
@@ -522,13 +519,26 @@ retention_count_type(PyObject *types, PyObject *obj)
     return res;
 }
 
+/* sys.getsizeof(OBJ), when its type's __sizeof__ is written in C; else
+   (a __sizeof__ in Python) the size its type declares: Python code could
+   free objects that the search refers to without owning them, or give
+   the GIL to a thread that does. */
 static size_t
-retention_sizeof(PyObject *obj)
+retention_sizeof(PyObject *obj, PyObject *sizeof_name)
 {
-    size_t size = _PySys_GetSizeOf(obj);
-    if (size == (size_t)-1) {
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject *method = _PyType_Lookup(type, sizeof_name);
+    if (method != NULL && Py_IS_TYPE(method, &PyMethodDescr_Type)) {
+        size_t size = _PySys_GetSizeOf(obj);
+        if (size != (size_t)-1) {
+            return size;
+        }
         PyErr_Clear();
-        return (size_t)Py_TYPE(obj)->tp_basicsize;
+    }
+    size_t size = (size_t)type->tp_basicsize;
+    if (type->tp_itemsize != 0) {
+        Py_ssize_t n = Py_SIZE(obj);
+        size += (size_t)(n < 0 ? -n : n) * (size_t)type->tp_itemsize;
     }
     return size;
 }
@@ -578,12 +588,15 @@ static PyObject *
 retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
                   Py_ssize_t max_chains)
 {
-    PyObject *result = NULL, *groups_list = NULL, *unreached = NULL;
+    PyObject *result = NULL, *groups_list = NULL;
     PyObject *all_types = PyDict_New();
     retention_group *groups = NULL;
     size_t ngroups = 0, groups_capacity = 0;
     size_t reached = 0;
-    if (all_types == NULL) {
+    PyObject *sizeof_name = PyUnicode_InternFromString("__sizeof__");
+    if (all_types == NULL || sizeof_name == NULL) {
+        Py_XDECREF(all_types);
+        Py_XDECREF(sizeof_name);
         return NULL;
     }
     for (Py_ssize_t t = 0; t < n; t++) {
@@ -633,7 +646,7 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
             g->depth = depth;
         }
         g->count++;
-        g->bytes += retention_sizeof(targets[t]);
+        g->bytes += retention_sizeof(targets[t], sizeof_name);
         if (retention_count_type(g->types, targets[t]) < 0) {
             goto done;
         }
@@ -659,8 +672,8 @@ done:
     }
     free(groups);
     Py_XDECREF(groups_list);
-    Py_XDECREF(unreached);
     Py_DECREF(all_types);
+    Py_DECREF(sizeof_name);
     return result;
 }
 
@@ -676,6 +689,22 @@ retention_search_run(PyObject *targets_fast, PyObject *roots_fast,
     PyObject **ignored = PySequence_Fast_ITEMS(ignore_fast);
     retention_search s;
     PyObject *result = NULL;
+    /* Looked up before the search: an import could run Python code. */
+    PyObject *get_objects = NULL;
+    PyObject *gc = PyImport_ImportModule("gc");
+    if (gc != NULL) {
+        get_objects = PyObject_GetAttrString(gc, "get_objects");
+        Py_DECREF(gc);
+    }
+    if (get_objects == NULL) {
+        return NULL;
+    }
+    if (!PyCFunction_Check(get_objects)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "gc.get_objects is not the collector's function");
+        Py_DECREF(get_objects);
+        return NULL;
+    }
     if (retention_init(&s, (size_t)ntargets + 65536) < 0) {
         PyErr_NoMemory();
         goto done;
@@ -731,12 +760,13 @@ retention_search_run(PyObject *targets_fast, PyObject *roots_fast,
         uint32_t index = retention_find(&s, targets[i]);
         missing = !(s.entries[index].flags & RETENTION_REACHED);
     }
-    if (missing && retention_phase2(&s, ignore_fast) < 0) {
+    if (missing && retention_phase2(&s, ignore_fast, get_objects) < 0) {
         goto done;
     }
     result = retention_results(&s, targets, ntargets, max_chains);
 done:
     retention_fini(&s);
+    Py_DECREF(get_objects);
     return result;
 }
 

@@ -527,6 +527,25 @@ class RetentionTests(unittest.TestCase):
         self.assertLessEqual(len(how), 50)
         self.assertTrue(how.endswith("...]"), how)
 
+    def test_python_sizeof_not_called(self):
+        # A __sizeof__ written in Python could run anything while the
+        # search holds references it does not own: the size its type
+        # declares is used instead.
+        calls = []
+
+        class Sized:
+            def __sizeof__(self):
+                calls.append(self)
+                return 10 ** 6
+
+        module = plant("leakapp_sized", "HELD = []")
+        self.addCleanup(sys.modules.pop, "leakapp_sized")
+        module.HELD.extend(Sized() for _ in range(3))
+        targets = list(module.HELD)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(calls, [])
+        self.assertEqual(chain.size, 3 * Sized.__basicsize__)
+
     def test_bad_arguments(self):
         with self.assertRaises(TypeError):
             retention.retention_paths(42)
