@@ -615,6 +615,70 @@ class RetentionTests(unittest.TestCase):
             retention.site_objects("x.py", 1)
 
 
+DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                   os.pardir, "Doc", "library", "tracemalloc.rst")
+
+
+def doc_examples():
+    """(code, output) of the examples of the documentation's section on
+    retention paths."""
+    with open(DOC, encoding="utf-8") as doc:
+        text = doc.read()
+    section = text[text.index(".. _tracemalloc-retention:"):]
+    blocks = []
+    lines = section.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].endswith("::") and not lines[i].startswith(".."):
+            label = lines[i]
+            i += 1
+            block = []
+            while i < len(lines) and (not lines[i] or
+                                      lines[i].startswith("   ")):
+                block.append(lines[i][3:])
+                i += 1
+            blocks.append((label, "\n".join(block).strip("\n")))
+        else:
+            i += 1
+    examples = []
+    for (label, code), (next_label, output) in zip(blocks, blocks[1:]):
+        if next_label == "Output::" and label != "Output::":
+            examples.append((code, output))
+    return examples
+
+
+@unittest.skipUnless(os.path.exists(DOC), f"no {DOC}")
+class DocExampleTests(unittest.TestCase):
+    """The documentation's examples run and print what it shows."""
+
+    def test_examples(self):
+        from test.support import script_helper, os_helper
+        examples = doc_examples()
+        self.assertEqual(len(examples), 2)
+        for code, expected in examples:
+            with self.subTest(code=code.splitlines()[-1]), \
+                    os_helper.temp_dir() as directory:
+                script = os.path.join(directory, "example.py")
+                with open(script, "w", encoding="utf-8") as out:
+                    out.write(code + "\n")
+                res = script_helper.assert_python_ok(script)
+                output = res.out.decode("utf-8").replace(
+                    script, "/home/user/example.py")
+                # The lines of the chains and their summaries.
+                got = [line for line in output.splitlines()
+                       if "\u2192" in line or "under it" in line]
+                want = [line for line in expected.splitlines()
+                        if "\u2192" in line or "under it" in line]
+                self.assertEqual(got, want, output)
+                # The other lines but tracemalloc's statistic (its count
+                # and size depend on the base's allocations).
+                self.assertEqual(
+                    [line for line in output.splitlines()
+                     if line not in got and "size=" not in line],
+                    [line for line in expected.splitlines()
+                     if line not in want and "size=" not in line])
+
+
 @unittest.skipIf(objgraph is None,
                  f"objgraph is not installed (no {OBJGRAPH_PATH}; "
                  f"apt-get install python3-objgraph): the oracle "

@@ -160,7 +160,9 @@ class Chain:
         """One line: count, size and type counts under the holder."""
         types = ", ".join(f"{name} {n}" for name, n in
                           sorted(self.types.items(), key=lambda t: -t[1]))
-        return f"{self.count} objects, {self.size} B under it ({types})"
+        plural = "" if self.count == 1 else "s"
+        return (f"{self.count} object{plural}, {self.size} B under it "
+                f"({types})")
 
 
 class Retention:
