@@ -515,6 +515,29 @@ class RetentionTests(unittest.TestCase):
         self.assertEqual(chain.steps[0].how, "global SHORT")
         self.assertEqual(chain.length, 3)
 
+    def test_long_chain_shortened(self):
+        module = plant("leakapp_deep", """
+            class Link:
+                def __init__(self, next):
+                    self.next = next
+            HEAD = None
+            for i in range(30):
+                HEAD = Link(HEAD)
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_deep")
+        link = module.HEAD
+        while link.next is not None:
+            link = link.next
+        targets = [link]
+        del link
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(len(chain.steps), 30)
+        self.assertEqual(chain.length, 31)
+        text = str(chain)
+        self.assertIn(" \u2192 ... 18 more steps ... \u2192 ", text)
+        self.assertEqual(text.count(".next"), 5 + 6)
+        self.assertEqual(chain.format(None).count(".next"), 29)
+
     def test_dict_key_repr_shortened(self):
         module = plant("leakapp_keys", "CACHE = {}")
         self.addCleanup(sys.modules.pop, "leakapp_keys")

@@ -25,6 +25,7 @@ __all__ = ["Step", "Chain", "Retention", "retention_paths", "roots",
            "site_objects", "site_retention"]
 
 MAX_CHAINS = 3
+MAX_STEPS = 12      # Chain.format(): longer chains are shortened
 _REPR_LIMIT = 40
 
 # Root kinds, in the order the search starts from them: at equal length,
@@ -144,17 +145,32 @@ class Chain:
             return "uncollected cycle"
         return "nothing but the caller's containers"
 
-    def __str__(self):
-        parts = [self._head()]
-        for i, step in enumerate(self.steps):
+    def format(self, max_steps=MAX_STEPS):
+        """The chain on one line; of a chain of more than *max_steps*
+        steps (None: no limit), the first and last halves, with how many
+        were left out between them."""
+        def render(i, step):
             if i == 0 and step.how:
-                parts.append(f"{step.how} ({step.type})")
-            elif step.how:
-                parts.append(step.how)
-                parts.append(step.type)
-            else:
-                parts.append(step.type)
+                return [f"{step.how} ({step.type})"]
+            if step.how:
+                return [step.how, step.type]
+            return [step.type]
+
+        parts = [self._head()]
+        steps = list(enumerate(self.steps))
+        if max_steps is not None and len(steps) > max_steps:
+            half = max(1, max_steps // 2)
+            left_out = len(steps) - 2 * half
+            for i, step in steps[:half]:
+                parts.extend(render(i, step))
+            parts.append(f"... {left_out} more steps ...")
+            steps = steps[-half:]
+        for i, step in steps:
+            parts.extend(render(i, step))
         return " \u2192 ".join(parts)
+
+    def __str__(self):
+        return self.format()
 
     def summary(self):
         """One line: count, size and type counts under the holder."""
