@@ -1,7 +1,8 @@
 /* Retention paths: who holds a set of objects alive.
  *
  * Included by Modules/_tracemalloc.c; exposed as
- * _tracemalloc._retention_paths() and _tracemalloc._thread_dicts().
+ * _tracemalloc._retention_paths(), _tracemalloc._thread_dicts() and
+ * _tracemalloc._site_objects() (a site's live objects).
  * Lib/tracemalloc/retention.py chooses the roots, names the steps and
  * documents the result.
  *
@@ -901,8 +902,214 @@ tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
     return list;
 }
 
+/* ---- a site's objects ---------------------------------------------- */
+
+/* The live objects traced at one line: every object the collector lists,
+   and the objects they refer to that it does not (bytes, str, untracked
+   tuples).  One pin of the call-context tree is held throughout, so that
+   node ids stay the same (compaction waits for the last unpin) and each
+   node's verdict is computed once. */
+typedef struct {
+    int kind;                 /* the filename's characters */
+    const void *data;
+    Py_ssize_t length;
+    int lineno;               /* -1: any line */
+    int pinned;               /* the pin held throughout */
+    uint8_t *verdicts;        /* by node id: 0 unknown, 1 match, 2 not */
+    size_t nverdicts;
+    retention_search seen;    /* the matches not tracked by the collector */
+    PyObject *found;
+    int failed;
+} site_search;
+
+/* 1 if OBJ was allocated at the site, 0 if not, -1 out of memory. */
+static int
+site_matches(site_search *ss, PyObject *obj)
+{
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_CCTView view;
+    if (!_PyTraceMalloc_GetTraceNode(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                     _PyTraceMalloc_ObjectBlock(obj),
+                                     &node, &view)) {
+        return 0;
+    }
+    if (node < ss->nverdicts && ss->verdicts[node] != 0) {
+        _PyTraceMalloc_CCTUnpin();
+        return ss->verdicts[node] == 1;
+    }
+    _PyTraceMalloc_Node parent;
+    int lineno, kind;
+    uint32_t depth;
+    const void *data;
+    Py_ssize_t length;
+    int match = 0;
+    if (_PyTraceMalloc_NodeInfo(&view, node, &parent, &lineno, &depth,
+                                &data, &kind, &length)
+        && data != NULL && kind == ss->kind && length == ss->length
+        && (ss->lineno < 0 || lineno == ss->lineno)) {
+        match = memcmp(data, ss->data, (size_t)length * (size_t)kind) == 0;
+    }
+    if (ss->pinned) {
+        _PyTraceMalloc_CCTUnpin();
+    }
+    else {
+        ss->pinned = 1;
+    }
+    if (node >= ss->nverdicts) {
+        size_t n = ss->nverdicts ? ss->nverdicts : 1024;
+        while (n <= node) {
+            n *= 2;
+        }
+        uint8_t *verdicts = realloc(ss->verdicts, n);
+        if (verdicts == NULL) {
+            return -1;
+        }
+        memset(verdicts + ss->nverdicts, 0, n - ss->nverdicts);
+        ss->verdicts = verdicts;
+        ss->nverdicts = n;
+    }
+    ss->verdicts[node] = match ? 1 : 2;
+    return match;
+}
+
+static int
+site_visit(PyObject *obj, void *arg)
+{
+    site_search *ss = (site_search *)arg;
+    if (obj == NULL || ss->failed
+        || (PyObject_IS_GC(obj) && PyObject_GC_IsTracked(obj))) {
+        return 0;
+    }
+    int match = site_matches(ss, obj);
+    if (match < 0) {
+        ss->failed = 1;
+        return 0;
+    }
+    if (match) {
+        int added;
+        if (retention_add(&ss->seen, obj, &added) == RETENTION_NONE) {
+            ss->failed = 1;
+            return 0;
+        }
+        if (added && PyList_Append(ss->found, obj) < 0) {
+            ss->failed = 2;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(tracemalloc_site_objects__doc__,
+"_site_objects($module, filename, lineno, /)\n"
+"--\n"
+"\n"
+"The live objects whose allocation was traced at FILENAME:LINENO (their\n"
+"most recent frame; any line when LINENO is None), as a list: those the\n"
+"collector lists, then those they refer to that it does not.");
+
+static PyObject *
+tracemalloc_site_objects(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_site_objects() takes 2 arguments");
+        return NULL;
+    }
+    PyObject *filename = args[0];
+    if (!PyUnicode_Check(filename)) {
+        PyErr_Format(PyExc_TypeError, "filename must be a str, not %.200s",
+                     Py_TYPE(filename)->tp_name);
+        return NULL;
+    }
+    int lineno = -1;
+    if (args[1] != Py_None) {
+        lineno = _PyLong_AsInt(args[1]);
+        if (lineno == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (lineno < 0) {
+            PyErr_SetString(PyExc_ValueError, "lineno must be >= 0");
+            return NULL;
+        }
+    }
+    PyObject *gc = PyImport_ImportModule("gc");
+    if (gc == NULL) {
+        return NULL;
+    }
+    PyObject *get_objects = PyObject_GetAttrString(gc, "get_objects");
+    Py_DECREF(gc);
+    if (get_objects == NULL) {
+        return NULL;
+    }
+    site_search ss = {
+        .kind = PyUnicode_KIND(filename),
+        .data = PyUnicode_DATA(filename),
+        .length = PyUnicode_GET_LENGTH(filename),
+        .lineno = lineno,
+    };
+    PyObject *result = NULL, *everything = NULL;
+    _PyTraceMalloc_SuspendThread();
+    int gc_was_enabled = PyGC_Disable();
+    if (retention_init(&ss.seen, 0) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ss.found = PyList_New(0);
+    if (ss.found == NULL) {
+        goto done;
+    }
+    everything = PyObject_CallNoArgs(get_objects);
+    if (everything == NULL) {
+        goto done;
+    }
+    if (!PyList_Check(everything)) {
+        PyErr_SetString(PyExc_TypeError, "gc.get_objects() is not a list");
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(everything);
+    for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
+        PyObject *obj = PyList_GET_ITEM(everything, i);
+        int match = site_matches(&ss, obj);
+        if (match < 0) {
+            ss.failed = 1;
+        }
+        else if (match && PyList_Append(ss.found, obj) < 0) {
+            ss.failed = 2;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
+        PyObject *obj = PyList_GET_ITEM(everything, i);
+        traverseproc traverse = Py_TYPE(obj)->tp_traverse;
+        if (traverse != NULL) {
+            (void)traverse(obj, site_visit, &ss);
+        }
+    }
+    if (ss.failed == 1) {
+        PyErr_NoMemory();
+    }
+    else if (!ss.failed) {
+        result = Py_NewRef(ss.found);
+    }
+done:
+    if (ss.pinned) {
+        _PyTraceMalloc_CCTUnpin();
+    }
+    free(ss.verdicts);
+    retention_fini(&ss.seen);
+    Py_XDECREF(ss.found);
+    Py_XDECREF(everything);
+    Py_DECREF(get_objects);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
 #define TRACEMALLOC_RETENTION_METHODDEFS \
     {"_retention_paths", _PyCFunction_CAST(tracemalloc_retention_paths), \
      METH_FASTCALL | METH_KEYWORDS, tracemalloc_retention_paths__doc__}, \
     {"_thread_dicts", tracemalloc_thread_dicts, METH_NOARGS, \
-     tracemalloc_thread_dicts__doc__},
+     tracemalloc_thread_dicts__doc__}, \
+    {"_site_objects", _PyCFunction_CAST(tracemalloc_site_objects), \
+     METH_FASTCALL, tracemalloc_site_objects__doc__},

@@ -631,6 +631,62 @@ class RetentionTests(unittest.TestCase):
                          r"^module leakapp_site \u2192 global KEEP \(list\) "
                          r"\u2192 \[\d+\] \u2192 bytearray$")
 
+    def test_site_objects_kinds(self):
+        # GC objects (the collector lists them), objects it does not
+        # track (found through their containers), any line of a file.
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        module = plant("leakapp_kinds", """
+            KEEP = []
+            def grow():
+                for i in range(COUNT):
+                    KEEP.append(Payload(i))
+                    KEEP.append(b"b" * (i + 100))
+        """, COUNT=COUNT, Payload=Payload)
+        self.addCleanup(sys.modules.pop, "leakapp_kinds")
+        module.grow()
+        lineno = module.grow.__code__.co_firstlineno
+        payloads = retention.site_objects("<string>", lineno + 2)
+        self.assertEqual(len(payloads), COUNT)
+        self.assertTrue(all(type(p) is Payload for p in payloads))
+        del payloads
+        blobs = retention.site_objects("<string>", lineno + 3)
+        self.assertEqual(sorted(map(len, blobs)),
+                         [i + 100 for i in range(COUNT)])
+        del blobs
+        everything = retention.site_objects("<string>")
+        self.assertGreaterEqual(len(everything), 2 * COUNT)
+        del everything
+        self.assertEqual(retention.site_objects("<string>", 10 ** 6), [])
+        with self.assertRaises(TypeError):
+            retention.site_objects(b"<string>", 1)
+        with self.assertRaises(ValueError):
+            retention.site_objects("<string>", -1)
+
+    def test_leak_report_site(self):
+        # A leak check's site: the chain of what keeps its growth.
+        from tracemalloc import leaks
+        module = plant("leakapp_checked", """
+            HISTORY = []
+            def workload():
+                HISTORY.append(bytearray(2000))
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_checked")
+        # Tracing started here: the check leaves it on, and the traces of
+        # its rounds with it.
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        report = leaks.check(module.workload)
+        self.assertTrue(report, report)
+        site = report.sites[0]
+        self.assertEqual((site.filename, site.lineno), ("<string>", 4))
+        result = retention.site_retention(site)
+        self.assertEqual(result.count, len(module.HISTORY))
+        self.assertEqual(result.holders, 1)
+        self.assertRegex(str(result.chains[0]),
+                         r"^module leakapp_checked \u2192 global HISTORY "
+                         r"\(list\) \u2192 \[\d+\] \u2192 bytearray$")
+
     def test_site_needs_tracing(self):
         if tracemalloc.is_tracing():
             self.skipTest("tracing already")

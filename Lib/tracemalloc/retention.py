@@ -476,39 +476,39 @@ def site_objects(filename, lineno=None):
     if not _tracemalloc.is_tracing():
         raise RuntimeError("the tracemalloc module must be tracing memory "
                            "allocations to find a site's objects")
-    where = _tracemalloc._get_object_traceback
-    found = []
-    seen = set()
-    everything = gc.get_objects()
-    for obj in everything:
-        frames = where(obj)
-        if frames and frames[0][0] == filename and (
-                lineno is None or frames[0][1] == lineno):
-            found.append(obj)
-    for referent in gc.get_referents(*everything):
-        if gc.is_tracked(referent) or id(referent) in seen:
-            continue
-        frames = where(referent)
-        if frames and frames[0][0] == filename and (
-                lineno is None or frames[0][1] == lineno):
-            seen.add(id(referent))
-            found.append(referent)
-    del everything, obj, referent
-    return found
+    if not isinstance(filename, str):
+        raise TypeError(f"filename must be a str, not "
+                        f"{type(filename).__name__}")
+    return _tracemalloc._site_objects(filename, lineno)
+
+
+def _site_location(site):
+    """(filename, lineno) of SITE, or None if it is not in domain 0."""
+    if isinstance(site, tuple) and len(site) == 2 \
+            and isinstance(site[0], str):
+        return site
+    if hasattr(site, "filename") and hasattr(site, "lineno"):
+        # A Frame, or a leak report's site (tracemalloc.leaks.LeakSite).
+        if getattr(site, "domain", 0) != 0:
+            return None
+        return site.filename, site.lineno
+    traceback = getattr(site, "traceback", site)
+    try:
+        frame = traceback[-1]       # a Traceback ends with its most recent
+        return frame.filename, frame.lineno
+    except (TypeError, IndexError, AttributeError):
+        raise TypeError(f"not a site: {site!r} (expected (filename, lineno), "
+                        f"a Frame, a Traceback, a Statistic, a StatisticDiff "
+                        f"or a tracemalloc.leaks.LeakSite)") from None
 
 
 def site_retention(site, *, max_chains=MAX_CHAINS):
     """``retention_paths()`` of the live objects allocated at *site*: a
     ``(filename, lineno)`` pair, a ``tracemalloc.Frame``, a
-    ``tracemalloc.Traceback`` (its most recent frame) or a ``Statistic``
-    or ``StatisticDiff`` of a snapshot (its traceback's)."""
-    traceback = getattr(site, "traceback", site)
-    if isinstance(traceback, tuple) and len(traceback) == 2 \
-            and isinstance(traceback[0], str):
-        filename, lineno = traceback
-    else:
-        frame = traceback[0] if not hasattr(traceback, "filename") \
-            else traceback
-        filename, lineno = frame.filename, frame.lineno
-    objects = site_objects(filename, lineno)
+    ``tracemalloc.Traceback`` (its most recent frame), a ``Statistic`` or
+    ``StatisticDiff`` of a snapshot (its traceback's), or a leak report's
+    ``tracemalloc.leaks.LeakSite``.  A site of another domain than 0 (a C
+    extension's own blocks, which are not objects) has no objects."""
+    location = _site_location(site)
+    objects = site_objects(*location) if location is not None else []
     return retention_paths(objects, max_chains=max_chains)
