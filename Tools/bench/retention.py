@@ -13,10 +13,15 @@ layer that names the steps) on:
 * ``all targets``: every object of the heap (LIVE targets);
 * ``C-held``: a thousand objects that only a C static holds (through
   ``_testtracemalloc.keep_in_static()``), which makes the search run its
-  second phase over ``gc.get_objects()``.
+  second phase over ``gc.get_objects()``;
+* ``site (traced)``: in a second child, whose heap was built with
+  ``tracemalloc.start(1)``, ``site_retention()`` of the line that
+  allocated a thousand leaked objects (finding the site's objects among
+  the LIVE ones, then the search).
 
-Memory: the search allocates with malloc(), untraced, so it is measured as
-the process's peak RSS during the search less its RSS before
+Each search runs REPEAT (3) times; the best time and the largest peak
+are kept.  Memory: the search allocates with malloc(), untraced, so it is
+measured as the process's peak RSS during the search less its RSS before
 (``/proc/self/clear_refs`` resets the peak first; Linux).
 
 Side by side, on the same heap and interpreter: objgraph's
@@ -25,7 +30,7 @@ when installed), the tool a user would otherwise reach for.
 
 Standalone:  python3 Tools/bench/retention.py --fork ./python [--quick]
              [--json OUT]
-Child mode (internal): python retention.py --child --live N
+Child mode (internal): python retention.py --child [--traced] --live N
 """
 
 import argparse
@@ -38,7 +43,8 @@ SIZES = [10 ** 5, 10 ** 6]
 QUICK_SIZES = [10 ** 5]
 OBJGRAPH = "/usr/lib/python3/dist-packages/objgraph.py"
 SAMPLE = 1000
-CASES = ["1000 targets", "all targets", "C-held"]
+REPEAT = 3          # the best time of REPEAT searches is kept
+CASES = ["1000 targets", "all targets", "C-held", "site (traced)"]
 
 
 # ---------------------------------------------------------------- child side
@@ -60,16 +66,22 @@ def _reset_peak():
         return False
 
 
-def _measure(func):
+def _measure(func, repeat=REPEAT):
+    """FUNC's result, its best time of REPEAT and its largest peak."""
     import time
-    resettable = _reset_peak()
-    before = _rss_kib("VmRSS")
-    start = time.perf_counter()
-    result = func()
-    elapsed = time.perf_counter() - start
-    peak = _rss_kib("VmHWM") if resettable else None
-    extra = None if peak is None else max(0, peak - before) * 1024
-    return result, elapsed, extra
+    best = extra = None
+    for _ in range(repeat):
+        result = None
+        resettable = _reset_peak()
+        before = _rss_kib("VmRSS")
+        start = time.perf_counter()
+        result = func()
+        elapsed = time.perf_counter() - start
+        peak = _rss_kib("VmHWM") if resettable else None
+        if peak is not None:
+            extra = max(extra or 0, max(0, peak - before) * 1024)
+        best = elapsed if best is None else min(best, elapsed)
+    return result, best, extra
 
 
 class Item:
@@ -77,6 +89,35 @@ class Item:
 
     def __init__(self, data):
         self.data = data
+
+
+def _leaked_buffer():
+    return bytearray(100)
+
+
+def child_traced(live):
+    import gc
+    import tracemalloc
+    import types
+    from tracemalloc import retention
+
+    tracemalloc.start(1)
+    gc.collect()
+    gc.disable()
+    module = types.ModuleType("bench_heap")
+    sys.modules["bench_heap"] = module
+    pairs = (live - SAMPLE) // 2
+    module.HEAP = {f"k{start}": [Item(b"%d" % i) for i in
+                                 range(start, min(start + 100, pairs))]
+                   for start in range(0, pairs, 100)}
+    module.LEAK = [_leaked_buffer() for _ in range(SAMPLE)]
+    site = (__file__, _leaked_buffer.__code__.co_firstlineno + 1)
+    result, seconds, memory = _measure(
+        lambda: retention.site_retention(site))
+    assert result.count == SAMPLE, result
+    print(json.dumps({"live": live, "rows": {"site (traced)":
+                                             (seconds, memory)},
+                      "counts": {"site (traced)": SAMPLE}}))
 
 
 def child(live):
@@ -166,7 +207,15 @@ def run_retention_suite(fork, quick=False, timeout=900, progress=None):
         out = subprocess.run(
             [fork, os.path.abspath(__file__), "--child", "--live", str(live)],
             capture_output=True, text=True, timeout=timeout, check=True)
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        out = subprocess.run(
+            [fork, os.path.abspath(__file__), "--child", "--traced",
+             "--live", str(live)],
+            capture_output=True, text=True, timeout=timeout, check=True)
+        traced = json.loads(out.stdout.strip().splitlines()[-1])
+        result["rows"].update(traced["rows"])
+        result["counts"].update(traced["counts"])
+        results.append(result)
     return results
 
 
@@ -201,9 +250,10 @@ def main(argv=None):
     parser.add_argument("--json")
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--live", type=int)
+    parser.add_argument("--traced", action="store_true")
     args = parser.parse_args(argv)
     if args.child:
-        child(args.live)
+        (child_traced if args.traced else child)(args.live)
         return 0
     results = run_retention_suite(args.fork, args.quick,
                                   progress=lambda m: print(m,
