@@ -30,7 +30,8 @@ when installed), the tool a user would otherwise reach for.
 
 Standalone:  python3 Tools/bench/retention.py --fork ./python [--quick]
              [--json OUT]
-Child mode (internal): python retention.py --child [--traced] --live N
+Child mode (internal): python retention.py --child --live N
+                       [--traced | --case CASE]
 """
 
 import argparse
@@ -120,7 +121,9 @@ def child_traced(live):
                       "counts": {"site (traced)": SAMPLE}}))
 
 
-def child(live):
+def child(live, case):
+    """Build the heap, then time CASE (one of CASES, or 'objgraph'): one
+    case per process, so that each peak starts from the heap alone."""
     import gc
     import types
     from tracemalloc import retention
@@ -140,81 +143,84 @@ def child(live):
     step = max(1, pairs // SAMPLE)
     sample = [lists[i // 100][i % 100].data for i in range(0, pairs, step)]
     sample = sample[:SAMPLE]
-    everything = [item for items in lists for item in items]
-    everything += [item.data for item in everything]
-    del lists
-    rows = {}
-    counts = {}
+    row = count = objgraph_seconds = None
 
-    result, seconds, memory = _measure(
-        lambda: retention.retention_paths(sample))
-    assert result.reached == len(sample), result
-    rows["1000 targets"] = (seconds, memory)
-    counts["1000 targets"] = len(sample)
-
-    result, seconds, memory = _measure(
-        lambda: retention.retention_paths(everything))
-    assert result.reached == len(everything), result
-    rows["all targets"] = (seconds, memory)
-    counts["all targets"] = len(everything)
-    del everything, result
-
-    try:
-        import _testtracemalloc
-    except ImportError:
-        _testtracemalloc = None
-    if _testtracemalloc is not None:
-        held = [Item(None) for _ in range(SAMPLE)]
-        _testtracemalloc.keep_in_static(held)
-        targets = list(held)
-        del held
+    if case == "1000 targets":
         result, seconds, memory = _measure(
-            lambda: retention.retention_paths(targets))
-        assert result.chains[0].kind == "no-referrer", result
-        rows["C-held"] = (seconds, memory)
-        counts["C-held"] = len(targets)
-        _testtracemalloc.keep_in_static(None)
-        del targets, result
-
-    objgraph_seconds = None
-    if os.path.exists(OBJGRAPH):
+            lambda: retention.retention_paths(sample))
+        assert result.reached == len(sample), result
+        row, count = (seconds, memory), len(sample)
+    elif case == "all targets":
+        everything = [item for items in lists for item in items]
+        everything += [item.data for item in everything]
+        result, seconds, memory = _measure(
+            lambda: retention.retention_paths(everything))
+        assert result.reached == len(everything), result
+        row, count = (seconds, memory), len(everything)
+    elif case == "C-held":
+        try:
+            import _testtracemalloc
+        except ImportError:
+            _testtracemalloc = None
+        if _testtracemalloc is not None:
+            held = [Item(None) for _ in range(SAMPLE)]
+            _testtracemalloc.keep_in_static(held)
+            targets = list(held)
+            del held
+            result, seconds, memory = _measure(
+                lambda: retention.retention_paths(targets))
+            assert result.chains[0].kind == "no-referrer", result
+            row, count = (seconds, memory), len(targets)
+            _testtracemalloc.keep_in_static(None)
+    elif case == "objgraph" and os.path.exists(OBJGRAPH):
         import importlib.util
+        import time
         spec = importlib.util.spec_from_file_location("objgraph", OBJGRAPH)
         objgraph = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(objgraph)
         target = sample[0]
-        import time
         start = time.perf_counter()
         chain = objgraph.find_backref_chain(
             target, lambda obj: obj is module, extra_ignore=(id(sample),))
         objgraph_seconds = time.perf_counter() - start
         assert len(chain) > 1
-        del chain, target
-    live_objects = len(gc.get_objects())
-    print(json.dumps({"live": live, "gc_objects": live_objects,
-                      "rows": rows, "counts": counts,
+    del lists
+    print(json.dumps({"live": live, "gc_objects": len(gc.get_objects()),
+                      "row": row, "count": count,
                       "objgraph_one": objgraph_seconds}))
 
 
 # --------------------------------------------------------------- runner side
 
+def _child(fork, args, timeout):
+    out = subprocess.run(
+        [fork, os.path.abspath(__file__), "--child"] + args,
+        capture_output=True, text=True, timeout=timeout, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run_retention_suite(fork, quick=False, timeout=900, progress=None):
-    """Rows for the table: one child per size."""
+    """Rows for the table: one child per size and case."""
     results = []
     for live in (QUICK_SIZES if quick else SIZES):
         if progress:
             progress(f"retention: {live} live objects")
-        out = subprocess.run(
-            [fork, os.path.abspath(__file__), "--child", "--live", str(live)],
-            capture_output=True, text=True, timeout=timeout, check=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        out = subprocess.run(
-            [fork, os.path.abspath(__file__), "--child", "--traced",
-             "--live", str(live)],
-            capture_output=True, text=True, timeout=timeout, check=True)
-        traced = json.loads(out.stdout.strip().splitlines()[-1])
-        result["rows"].update(traced["rows"])
-        result["counts"].update(traced["counts"])
+        result = {"live": live, "rows": {}, "counts": {}}
+        for case in CASES + ["objgraph"]:
+            if case == "site (traced)":
+                data = _child(fork, ["--traced", "--live", str(live)],
+                              timeout)
+                data["row"] = data["rows"][case]
+                data["count"] = data["counts"][case]
+            else:
+                data = _child(fork, ["--live", str(live), "--case", case],
+                              timeout)
+            if case == "objgraph":
+                result["objgraph_one"] = data["objgraph_one"]
+                result["gc_objects"] = data["gc_objects"]
+            elif data["row"] is not None:
+                result["rows"][case] = data["row"]
+                result["counts"][case] = data["count"]
         results.append(result)
     return results
 
@@ -251,9 +257,13 @@ def main(argv=None):
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--live", type=int)
     parser.add_argument("--traced", action="store_true")
+    parser.add_argument("--case", default="1000 targets")
     args = parser.parse_args(argv)
     if args.child:
-        (child_traced if args.traced else child)(args.live)
+        if args.traced:
+            child_traced(args.live)
+        else:
+            child(args.live, args.case)
         return 0
     results = run_retention_suite(args.fork, args.quick,
                                   progress=lambda m: print(m,
