@@ -334,13 +334,15 @@ def _how(parent, child):
     if isinstance(parent, type):
         if _class_dict(parent) is child:
             return "__dict__"
-    for name in ("__defaults__", "__kwdefaults__", "__closure__",
-                 "__globals__", "__code__", "__wrapped__"):
-        try:
+    if isinstance(parent, types.FunctionType):
+        # Only a function's own attributes: getattr() on any object could
+        # run its __getattr__.
+        # (Not __annotations__: reading it makes a dict when there is
+        # none.)
+        for name in ("__defaults__", "__kwdefaults__", "__closure__",
+                     "__globals__", "__code__", "__dict__"):
             if getattr(parent, name, None) is child:
                 return f".{name}"
-        except Exception:
-            pass
     try:
         namespace = object.__getattribute__(parent, "__dict__")
     except Exception:
