@@ -1288,6 +1288,117 @@ class UnittestIntegrationTest(unittest.TestCase):
         self.assertTrue(run_case(Case("test_skipped")).wasSuccessful())
         self.assertEqual(calls, ["setUp", "skipped", "tearDown", "cleanup"])
 
+    def test_decorator_runs_fixtures_each_round(self):
+        calls = []
+
+        class Case(unittest.TestCase):
+            def setUp(self):
+                calls.append("setUp")
+                self.addCleanup(calls.append, "cleanup")
+
+            def tearDown(self):
+                calls.append("tearDown")
+
+            @no_leaks(warmup=1, rounds=2, threshold=10**6)
+            def test_it(self):
+                calls.append("test")
+
+        self.assertTrue(run_case(Case("test_it")).wasSuccessful())
+        self.assertEqual(calls, ["setUp", "test",
+                                 "tearDown", "cleanup", "setUp", "test",
+                                 "tearDown", "cleanup", "setUp", "test",
+                                 "tearDown", "cleanup"])
+
+    def test_fresh_instance_each_round(self):
+        # State left on self does not carry over to the next round: each
+        # round after the first runs on a fresh instance, as unittest runs
+        # separate tests (and as the pytest plugin runs rounds).
+        runs = [0]
+
+        class Mixed(LeakCheckMixin, unittest.TestCase):
+            def test_it(self):
+                runs[0] += 1
+                self.assertFalse(hasattr(self, "seen"))
+                self.seen = [bytes(100)]
+
+        class Decorated(unittest.TestCase):
+            @no_leaks
+            def test_it(self):
+                runs[0] += 1
+                self.assertFalse(hasattr(self, "calls"))
+                self.calls = []
+                self.calls.append(1)
+                self.assertEqual(len(self.calls), 1)
+
+        class AsyncMixed(LeakCheckMixin, unittest.IsolatedAsyncioTestCase):
+            async def asyncSetUp(self):
+                self.items = []
+
+            async def test_it(self):
+                runs[0] += 1
+                self.assertEqual(self.items, [])
+                self.assertFalse(hasattr(self, "seen"))
+                self.seen = self.items.append(1)
+
+        for case in (Mixed("test_it"), Decorated("test_it"),
+                     AsyncMixed("test_it")):
+            with self.subTest(case=type(case).__name__):
+                runs[0] = 0
+                result = run_case(case)
+                self.assertTrue(result.wasSuccessful(),
+                                result.failures + result.errors)
+                self.assertGreater(runs[0], 2)
+
+    def test_ordinary_failure_shows_its_own_line(self):
+        # A test failing for an ordinary reason fails with its own
+        # exception, whose traceback starts at the test's line: not at the
+        # checker's frames.
+        state = {"runs": 0}
+
+        class Mixed(LeakCheckMixin, unittest.TestCase):
+            def test_fails(self):
+                self.assertEqual(1, 2)          # the failing line
+
+            def test_errs(self):
+                {}["missing key"]               # the failing line
+
+        class Decorated(unittest.TestCase):
+            @no_leaks
+            def test_fails(self):
+                self.assertEqual(1, 2)          # the failing line
+
+            @no_leaks
+            def test_errs(self):
+                {}["missing key"]               # the failing line
+
+        class Later(LeakCheckMixin, unittest.TestCase):
+            def test_second_run(self):
+                state["runs"] += 1
+                self.assertLess(state["runs"], 2)   # the failing line
+
+        for case, kind in ((Mixed("test_fails"), "failures"),
+                           (Mixed("test_errs"), "errors"),
+                           (Decorated("test_fails"), "failures"),
+                           (Decorated("test_errs"), "errors"),
+                           (Later("test_second_run"), "failures")):
+            with self.subTest(case=case.id()):
+                result = run_case(case)
+                problems = getattr(result, kind)
+                self.assertEqual(len(problems), 1,
+                                 result.failures + result.errors)
+                text = problems[0][1]
+                frames = re.findall(r'^  File "([^"]+)", line \d+, in '
+                                    r'(\w+)$', text, re.MULTILINE)
+                self.assertTrue(frames, text)
+                # The first frame shown is the test's own.
+                self.assertEqual(frames[0], (__file__,
+                                             case._testMethodName), text)
+                self.assertNotIn(os.path.join("tracemalloc", "leaks.py"),
+                                 text)
+                self.assertNotIn("_leakcore.py", text)
+                self.assertIn("# the failing line", text)
+        self.assertIn("failed in run 2", text)
+
     def test_fixture_released_in_teardown_is_not_a_leak(self):
         class Case(LeakCheckMixin, unittest.TestCase):
             def setUp(self):
@@ -1500,19 +1611,24 @@ class CorpusPytestTest(CorpusAssertions, unittest.TestCase):
                   if re.search(r"tracemalloc: \d+ leaking tests?", line)]
         self.assertEqual(len(starts), 1, out)
         result = {}
-        nodeid = None
+        site = None
         for line in lines[starts[0] + 1:]:
-            if line.startswith("test_corpus.py::"):
-                nodeid = line
-            elif nodeid is not None and site_lines(line.strip()):
-                result[nodeid] = site_lines(line.strip())[0]
-                nodeid = None
-            elif not line.startswith("    "):
+            if site_lines(line):
+                site = site_lines(line)[0]
+            elif site is not None and line.startswith("    first site of"):
+                tests = line.partition(": ")[2]
+                self.assertNotRegex(tests, r" and \d+ more$", out)
+                for nodeid in tests.split(", "):
+                    result[nodeid] = site
+                site = None
+            else:
                 break
         return result
 
     def test_option_checks_every_test(self):
-        rc, out, err = self.pytest("--tracemalloc-leaks")
+        # Every leaking test named in the summary: no cap.
+        rc, out, err = self.pytest("--tracemalloc-leaks",
+                                   "--tracemalloc-max-reports=0")
         self.assertEqual(rc, 1, out + err)
         leaking = self.summary(out)
         expected = {f"test_corpus.py::test_corpus[{name}]"

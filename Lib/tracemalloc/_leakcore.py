@@ -663,6 +663,20 @@ def _plural(count, word):
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def _per_round_count(count, rounds):
+    """(blocks per round, exact): a whole number of blocks, the nearest to
+    *count* / *rounds* (at least 1 when *count* is positive), and whether
+    it is exact.  A site grows by whole objects; a mean such as 1.2 is
+    said as "1, about" rather than as a fraction of an object."""
+    whole, rest = divmod(count, rounds)
+    if not rest:
+        return whole, True
+    nearest = round(count / rounds)
+    if count > 0 and nearest < 1:
+        nearest = 1
+    return nearest, False
+
+
 class LeakSite:
     """An allocation site whose memory kept rising while the workload ran.
 
@@ -713,14 +727,13 @@ class LeakSite:
         import linecache
         rounds = len(self.sizes)
         per_round_size = format_size(self.size / rounds)
-        per_round_count = self.count / rounds
-        if per_round_count == int(per_round_count):
-            per_round_count = int(per_round_count)
-        else:
-            per_round_count = f"{per_round_count:.1f}"
+        per_round_count, exact = _per_round_count(self.count, rounds)
         line = (f"{self.filename}:{self.lineno}: size={per_round_size}, "
-                f"count={per_round_count} per round (grew in "
-                f"{self.rounds_grown} of {rounds} rounds")
+                f"count={per_round_count} per round (")
+        if not exact:
+            line += (f"about: {_plural(self.count, 'block')} in "
+                     f"{_plural(rounds, 'round')}; ")
+        line += f"grew in {self.rounds_grown} of {rounds} rounds"
         if self.domain:
             line += f", domain {self.domain}"
         lines = [line + ")"]

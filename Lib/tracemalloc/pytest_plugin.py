@@ -66,12 +66,19 @@ SHOWN_SITES = 3
 FIRST_SITE_FRAMES = 6
 OTHER_SITE_FRAMES = 2
 
+# Past this many leaking tests, failure messages are cut to their title
+# and first site, and the session's summary names a few tests per site.
+MAX_REPORTS = 10
+# Tests named per site in the session's summary, past MAX_REPORTS.
+SUMMARY_TESTS_PER_SITE = 3
+
 # The attribute of a test's teardown report that carries the check's
 # outcome, a dict of strings (serialisable: pytest-xdist ships reports from
 # its workers to the controller).
 VERDICT_ATTRIBUTE = "tracemalloc_verdict"
 
 _marker_error_key = pytest.StashKey()
+_leaking_tests_key = pytest.StashKey()
 
 _SIZE_SUFFIXES = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
                   'm': 1024 ** 2, 'mb': 1000 ** 2, 'mib': 1024 ** 2,
@@ -136,6 +143,14 @@ def pytest_addoption(parser):
         "--tracemalloc-nframe", type=_nframe, default=None, metavar="N",
         help=f"frames per traceback when the check starts tracing "
              f"(default: {leaks.DEFAULT_NFRAME})")
+    group.addoption(
+        "--tracemalloc-max-reports", type=int, default=MAX_REPORTS,
+        metavar="N",
+        help=f"past N leaking tests in a session (in each worker under "
+             f"xdist), a leaking test's failure message is its title and "
+             f"its first site only, and the session's summary names at "
+             f"most a few tests per site; 0: no limit (default: "
+             f"{MAX_REPORTS})")
     group.addoption(
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
@@ -512,12 +527,25 @@ def _run_checked(item, nextitem, options):
         verdict = _verdict("checked")
     else:
         call = reports[1]
-        text = _format_report(item, report)
+        first = _display_site(item, report.sites[0])
+        stash = item.session.stash
+        leaking = stash.get(_leaking_tests_key, 0) + 1
+        stash[_leaking_tests_key] = leaking
+        limit = item.config.getoption("tracemalloc_max_reports", None)
+        if limit and leaking > limit:
+            text = "\n".join([
+                *report.format(limit=0).splitlines()[:1],
+                *first.format()[:2],
+                f"(message cut: {limit} leaking tests of this session "
+                f"were reported in full; every report: "
+                f"--tracemalloc-max-reports=0)"])
+        else:
+            text = _format_report(item, report)
         call.outcome = "failed"
         call.longrepr = text
         _drop_xfail(call)
-        first = _display_site(item, report.sites[0])
         verdict = _verdict("leaked", site=first.format()[0],
+                           location=f"{first.filename}:{first.lineno}",
                            sites=str(len(report.sites)))
     setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
     return reports
@@ -703,12 +731,8 @@ def _format_report(item, report):
         return report.format(limit=None)
     sites = [_display_site(item, site)
              for site in report.sites[:SHOWN_SITES]]
-    shown = leaks.LeakReport(
-        sites, warmup=report.warmup, rounds=report.rounds,
-        threshold=report.threshold, min_rounds=report.min_rounds,
-        traceback_limit=report.traceback_limit, sizes=report.sizes,
-        counts=report.counts, title=report.title)
-    lines = shown.format(limit=0).splitlines()[:1]
+    # The title counts every leaking site, shown or not.
+    lines = report.format(limit=0).splitlines()[:1]
     for index, site in enumerate(sites):
         lines.extend(site.format(FIRST_SITE_FRAMES if index == 0
                                  else OTHER_SITE_FRAMES))
@@ -733,7 +757,7 @@ class _Summary:
     def __init__(self, config):
         self.config = config
         self.checked = 0
-        self.leaked = []            # (nodeid, first site line, sites)
+        self.leaked = []            # (nodeid, FILE:LINE, first site line, sites)
         self.not_checked = {}       # reason: count
 
     def pytest_runtest_logreport(self, report):
@@ -745,11 +769,50 @@ class _Summary:
             self.checked += 1
         elif status == "leaked":
             self.checked += 1
-            self.leaked.append((report.nodeid, verdict.get("site", ""),
+            site = verdict.get("site", "")
+            location = verdict.get("location") or site.partition(
+                ": size=")[0]
+            self.leaked.append((report.nodeid, location, site,
                                 int(verdict.get("sites", 1))))
         else:
             reason = verdict.get("reason", "unknown")
             self.not_checked[reason] = self.not_checked.get(reason, 0) + 1
+
+    def _write_sites(self, terminalreporter):
+        """The leaking sites, each first site of a leaking test once (as
+        the first of its tests reports it), with the tests that share it:
+        pytest's own short summary already lists the failed tests, one a
+        line."""
+        by_site = {}
+        for nodeid, location, site, _ in self.leaked:
+            by_site.setdefault(location, (site, []))[1].append(nodeid)
+        count = len(self.leaked)
+        limit = self.config.getoption("tracemalloc_max_reports", None)
+        cut = bool(limit) and count > limit
+        terminalreporter.section(
+            f"tracemalloc: {count} leaking test{'s' if count > 1 else ''}, "
+            f"by first leaking site")
+        order = sorted(by_site.items(),
+                       key=lambda pair: (-len(pair[1][1]), pair[0]))
+        shown = order[:limit] if cut else order
+        for location, (site, nodeids) in shown:
+            terminalreporter.write_line(site)
+            names = nodeids
+            if cut and len(nodeids) > SUMMARY_TESTS_PER_SITE:
+                names = nodeids[:SUMMARY_TESTS_PER_SITE]
+            tests = ", ".join(names)
+            if len(names) < len(nodeids):
+                tests += f" and {len(nodeids) - len(names)} more"
+            terminalreporter.write_line(
+                f"    first site of {len(nodeids)} test"
+                f"{'s' if len(nodeids) > 1 else ''}: {tests}")
+        rest = order[len(shown):]
+        if rest:
+            tests = sum(len(nodeids) for _, (_, nodeids) in rest)
+            terminalreporter.write_line(
+                f"{len(rest)} other site{'s' if len(rest) > 1 else ''}, "
+                f"first of {tests} test{'s' if tests > 1 else ''} "
+                f"(every site: --tracemalloc-max-reports=0)")
 
     def summary_line(self):
         not_checked = sum(self.not_checked.values())
@@ -768,15 +831,5 @@ class _Summary:
         if not enabled:
             return
         if self.leaked:
-            count = len(self.leaked)
-            terminalreporter.section(
-                f"tracemalloc: {count} leaking test"
-                f"{'s' if count > 1 else ''}")
-            for nodeid, site, sites in self.leaked:
-                terminalreporter.write_line(nodeid)
-                terminalreporter.write_line(f"    {site}")
-                if sites > 1:
-                    terminalreporter.write_line(
-                        f"    and {sites - 1} other leaking site"
-                        f"{'s' if sites > 2 else ''}")
+            self._write_sites(terminalreporter)
         terminalreporter.write_sep("-", self.summary_line())
