@@ -147,7 +147,7 @@ class LeakCheckAPITest(unittest.TestCase):
         self.kept.append(bytes(1000))
 
     def test_report_object(self):
-        report = leaks.check(self.leak, warmup=1, rounds=4)
+        report = leaks.check(self.leak, warmup=1, rounds=4, extend=0)
         self.assertTrue(report)
         self.assertTrue(report.leaked)
         self.assertEqual((report.warmup, report.rounds), (1, 4))
@@ -177,7 +177,7 @@ class LeakCheckAPITest(unittest.TestCase):
         self.assertEqual(site_lines(text)[0],
                          (__file__, self.leak.__code__.co_firstlineno + 1))
         self.assertRegex(lines[1], r"size=10\d\d B, count=1 per round "
-                                   r"\(grew in 5 of 5 rounds\)$")
+                                   r"\(grew in (\d+) of \1 rounds\)$")
         self.assertEqual(lines[2].strip(),
                          "self.kept.append(bytes(1000))")
         self.assertIn("Traceback (most recent call first):", lines[3])
@@ -209,7 +209,7 @@ class LeakCheckAPITest(unittest.TestCase):
                          (__file__, line))
 
         rounds = []
-        with leaks.LeakCheck(warmup=2, rounds=3) as check:
+        with leaks.LeakCheck(warmup=2, rounds=3, extend=0) as check:
             for index in check:
                 rounds.append(index)
                 [bytes(100) for _ in range(10)]
@@ -227,12 +227,17 @@ class LeakCheckAPITest(unittest.TestCase):
             calls.append(None)
             if len(calls) % 2:
                 self.kept.append(bytes(2000))
-        # 2 or 3 of 5 rounds grow: the level keeps rising, a leak.  With
-        # min_rounds=4, a site must also grow in 4 rounds.
+        # Half the rounds grow: the level keeps rising, a leak.  With
+        # min_rounds=4, a site must also grow in 4 rounds (of 5, here).
         report = leaks.check(every_other_call)
         self.assertTrue(report)
+        rounds = report.rounds
+        self.assertIn(report.sites[0].rounds_grown,
+                      (rounds // 2, (rounds + 1) // 2))
+        report = leaks.check(every_other_call, rounds=5, extend=0)
         self.assertIn(report.sites[0].rounds_grown, (2, 3))
-        self.assertFalse(leaks.check(every_other_call, min_rounds=4))
+        self.assertFalse(leaks.check(every_other_call, rounds=5, extend=0,
+                                     min_rounds=4))
 
     def test_warmup_absorbs_one_time_growth(self):
         cache = {}
@@ -508,7 +513,9 @@ class BoundedAndIntermittentTest(unittest.TestCase):
                 self.assertEqual((site.filename, site.lineno),
                                  corpus.marked_line(
                                      "leak_every_other_round"))
-                self.assertIn(site.rounds_grown, (2, 3))
+                rounds = len(site.sizes)
+                self.assertIn(site.rounds_grown,
+                              (rounds // 2, (rounds + 1) // 2))
 
 
 HARNESS_THREAD = """
@@ -606,7 +613,9 @@ class AttributionTest(unittest.TestCase):
                                                range(10**6, 10**6 + 200)))
         site = report.sites[0]
         self.assertEqual((site.filename, site.lineno), workload_call_line())
-        self.assertGreaterEqual(min(site.counts), 200, site.counts)
+        # (The median round: one round can see an int of a free list.)
+        self.assertGreaterEqual(sorted(site.counts)[len(site.counts) // 2],
+                                200, site.counts)
 
     def test_c_methods(self):
         import collections
@@ -962,7 +971,8 @@ class CLITest(unittest.TestCase):
     def test_leaks_options(self):
         target = f"{corpus.__name__}.leak_module_list:run"
         rc, out, err = self.tracemalloc_cli(
-            "leaks", "--warmup", "3", "--rounds", "6", "-n", "2", target)
+            "leaks", "--warmup", "3", "--rounds", "6", "--extend", "0",
+            "-n", "2", target)
         self.assertEqual(rc, 1, err)
         self.assertIn("memory kept rising over 6 rounds (after 3 warm-up "
                       "rounds; traceback limit 2)", err)
@@ -1419,7 +1429,7 @@ class UnittestIntegrationTest(unittest.TestCase):
             def test_small_leak(self):
                 kept.append(bytes(100))
 
-            @no_leaks(rounds=3)
+            @no_leaks(rounds=3, extend=0)
             def test_leak(self):
                 kept.append(bytes(100))
         self.assertTrue(run_case(Case("test_small_leak")).wasSuccessful())
@@ -1565,7 +1575,7 @@ PYTEST_TESTS = textwrap.dedent("""\
     def test_corpus(name):
         importlib.import_module(CORPUS + "." + name).run()
 
-    @pytest.mark.tracemalloc_leaks(rounds=4)
+    @pytest.mark.tracemalloc_leaks(rounds=4, extend=0)
     def test_marked_leak(tmp_path):
         importlib.import_module(CORPUS + ".leak_module_list").run()
 

@@ -660,6 +660,12 @@ def _leaks_parser():
         "--rounds", type=_positive_int, default=leaks.DEFAULT_ROUNDS,
         metavar="R", help="measured rounds (default: %(default)s)")
     parser.add_argument(
+        "--extend", type=_non_negative_int, default=leaks.DEFAULT_EXTEND,
+        metavar="E",
+        help="rounds added when some site looks like a leak after the "
+             "measured rounds; a site leaks only if these confirm it "
+             "(0: none; default: %(default)s)")
+    parser.add_argument(
         "--min-rounds", type=_positive_int, default=None, metavar="K",
         help="a leaking site must also have grown in at least K of the "
              "R rounds (default: no such requirement beyond the verdict "
@@ -742,13 +748,20 @@ class _Progress:
         self._round += 1
         self._update()
 
+    # A callable giving the rounds planned now (LeakCheck.planned_rounds:
+    # the check adds rounds when a site is suspect), or None.
+    planned = None
+
     def _text(self, seconds):
         number = self._round
         total = self._warmup + self._rounds
+        if self.planned is not None:
+            total = max(total, self.planned())
         if number <= self._warmup:
             phase = f"warm-up {number} of {self._warmup}"
         else:
-            phase = f"measured {number - self._warmup} of {self._rounds}"
+            phase = (f"measured {number - self._warmup} of "
+                     f"{total - self._warmup}")
         return (f"tracemalloc: {self._title}: round {number} of {total} "
                 f"({phase}), {seconds} s elapsed")
 
@@ -909,6 +922,7 @@ def command_leaks(argv):
 
     _ensure_tracing(parser, options.nframe)
     check = leaks.LeakCheck(warmup=options.warmup, rounds=options.rounds,
+                            extend=options.extend,
                             threshold=options.threshold,
                             min_rounds=options.min_rounds, title=target,
                             keep_snapshots=bool(options.html))
@@ -921,6 +935,7 @@ def command_leaks(argv):
     if not options.quiet:
         progress = _Progress(target, options.warmup, options.rounds,
                              report_file, PROGRESS_DELAY)
+        progress.planned = lambda: check.planned_rounds
         func = _round_counter(func, progress)
     try:
         report = check.run(func)

@@ -24,6 +24,10 @@ only them:
   LeakCheckError            no verdict (tracing stopped, check unfinished)
   Recorder                  the per-site growth over a check's snapshots,
                             which can be packed into bytes between rounds
+  LiveRecorder              the per-site growth over a check's rounds, read
+                            from the engine's live totals per call context
+                            (no snapshot); adaptive rounds (suspects())
+  live_totals_available()   whether the engine gives the live totals
   workload_totals(...)      {(domain, frames): [size, count]} of one
                             snapshot's traces that are the workload's
   LeakSite, LeakReport      the results (public in tracemalloc.leaks)
@@ -656,6 +660,193 @@ class Recorder:
         return best
 
 
+def _still_rising(sizes):
+    """Whether the level that *sizes* build still rose in the last third
+    of the rounds: its highest level there is above every level before.
+    A bounded cache that fills more slowly than the warm-up rises at
+    first and then stays flat; a leak goes on rising."""
+    levels = [0]
+    for size in sizes:
+        levels.append(levels[-1] + size)
+    count = len(levels)
+    start = (2 * count + 1) // 3
+    if start >= count or start == 0:
+        return True
+    return max(levels[start:]) > max(levels[:start])
+
+
+def is_suspect(sizes, counts=None, threshold=1):
+    """Whether the growth *sizes* of a site over the screening rounds may
+    be a leak, and needs more rounds to tell: it leaks by is_leak(), or
+    it rose (by at least *threshold* bytes per round on average, by more
+    than twice its largest fall) and grew in one of its last two rounds.
+    A step made once, early, is not suspect; a leak in every other round
+    is, whatever its phase."""
+    if is_leak(sizes, counts, threshold):
+        return True
+    rise, fall, _ = _rise_and_fall(sizes)
+    if rise <= 0 or rise < threshold * len(sizes) or rise <= 2 * fall:
+        return False
+    return any(size > 0 for size in sizes[-2:])
+
+
+def live_totals_available():
+    """Whether the engine gives the live totals per call context."""
+    import _tracemalloc
+    return hasattr(_tracemalloc, '_live_totals_diff')
+
+
+class LiveRecorder:
+    """The growth of each traceback over the rounds of a check, read from
+    the engine's live totals per call context.
+
+    record() compares the totals with those of the previous call, in C:
+    one pass over the call contexts, however many traces the process
+    holds, and Python code only for the contexts whose totals changed
+    (a few per round).  No snapshot is taken.  When the engine renumbered
+    its call contexts between two calls (compaction, which a growing
+    process triggers now and then), the growth of that round cannot be
+    told: record() returns False, the rounds measured so far are dropped,
+    and the current totals are the new base.
+    """
+
+    def __init__(self):
+        import _tracemalloc
+        self._diff = _tracemalloc._live_totals_diff
+        self._state = None
+        self._measured = 0
+        self._changes = {}          # {(domain, frames): {round: (s, c)}}
+        self._canonical = {}        # frames -> the first equal frames
+        self._owned = {}            # frames -> is it the workload's?
+        self._round_sizes = []
+        self._round_counts = []
+        self.restarts = 0
+
+    @property
+    def measured(self):
+        """How many measured rounds were recorded."""
+        return self._measured
+
+    def record(self, ownership):
+        """Record the totals now: the base at the first call, a measured
+        round after.  Return False when the round could not be measured
+        (see the class), True otherwise."""
+        first = self._state is None
+        self._state, changes = self._diff(self._state)
+        if first:
+            return True
+        if changes is None:
+            self._changes = {}
+            self._round_sizes = []
+            self._round_counts = []
+            self._measured = 0
+            self.restarts += 1
+            return False
+        index = self._measured
+        canonical = self._canonical
+        owned = self._owned
+        total_size = total_count = 0
+        for domain, frames, size, count in changes:
+            frames = canonical.setdefault(frames, frames)
+            workload = owned.get(frames)
+            if workload is None:
+                workload = owned[frames] = ownership.is_workload(frames)
+            if not workload:
+                continue
+            key = (domain, frames)
+            rounds = self._changes.get(key)
+            if rounds is None:
+                rounds = self._changes[key] = {}
+            old = rounds.get(index)
+            if old is not None:         # equal frames, two contexts
+                size += old[0]
+                count += old[1]
+            rounds[index] = (size, count)
+            total_size += size if old is None else size - old[0]
+            total_count += count if old is None else count - old[1]
+        self._round_sizes.append(total_size)
+        self._round_counts.append(total_count)
+        self._measured += 1
+        return True
+
+    def _series(self, start=0):
+        """{(domain, frames): (sizes, counts)} over the measured rounds
+        from *start*, and {site: (sizes, counts)}."""
+        rounds = range(start, self._measured)
+        tracebacks = {}
+        sites = {}
+        for key, changes in self._changes.items():
+            sizes = [changes.get(index, (0, 0))[0] for index in rounds]
+            counts = [changes.get(index, (0, 0))[1] for index in rounds]
+            if not any(sizes) and not any(counts):
+                continue
+            tracebacks[key] = (sizes, counts)
+            site = _site_of(key[1])
+            total = sites.get(site)
+            if total is None:
+                sites[site] = (list(sizes), list(counts))
+            else:
+                for column, values in zip(total, (sizes, counts)):
+                    for index, value in enumerate(values):
+                        column[index] += value
+        return tracebacks, sites
+
+    def suspects(self, threshold):
+        """The sites (and sites through one of their tracebacks) whose
+        growth over the measured rounds is_suspect()."""
+        tracebacks, sites = self._series()
+        found = {site for site, (sizes, counts) in sites.items()
+                 if is_suspect(sizes, counts, threshold)}
+        found.update(_site_of(key[1])
+                     for key, (sizes, counts) in tracebacks.items()
+                     if is_suspect(sizes, counts, threshold))
+        return found
+
+    def report(self, *, warmup, threshold, min_rounds, traceback_limit,
+               title=None, directories=(), confirm=False, extended=0):
+        """Return the LeakReport, as Recorder.report() does; with
+        *confirm*, a site leaks only if its level still rose in the last
+        third of the rounds too (_still_rising())."""
+        rounds = self._measured
+        tracebacks, sites = self._series()
+
+        def leaks(sizes, counts):
+            return (is_leak(sizes, counts, threshold, min_rounds)
+                    and (not confirm or _still_rising(sizes)))
+
+        leaking_tracebacks = {}
+        for key, (sizes, counts) in tracebacks.items():
+            if leaks(sizes, counts):
+                leaking_tracebacks.setdefault(_site_of(key[1]), []).append(
+                    (key, sizes, counts))
+        result = []
+        for site, (sizes, counts) in sites.items():
+            leaking = leaking_tracebacks.get(site)
+            if leaks(sizes, counts):
+                domain, frames = max(
+                    (key for key in tracebacks if _site_of(key[1]) == site),
+                    key=lambda key: sum(tracebacks[key][0]))
+            elif leaking and _not_given_back(sizes, counts, leaking):
+                sizes = [sum(column) for column
+                         in zip(*(entry[1] for entry in leaking))]
+                counts = [sum(column) for column
+                          in zip(*(entry[2] for entry in leaking))]
+                domain, frames = max(leaking,
+                                     key=lambda entry: sum(entry[1]))[0]
+            else:
+                continue
+            traceback = strip_tool_frames(Traceback(frames), directories)
+            result.append(LeakSite(site[0], site[1], sizes, counts,
+                                   traceback, domain))
+        result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+        return LeakReport(result, warmup=warmup, rounds=rounds,
+                          threshold=threshold, min_rounds=min_rounds,
+                          traceback_limit=traceback_limit,
+                          sizes=self._round_sizes[:rounds],
+                          counts=self._round_counts[:rounds], title=title,
+                          extended=extended)
+
+
 # --------------------------------------------------------------------------
 # Results (public as tracemalloc.leaks.LeakSite and LeakReport)
 
@@ -774,8 +965,9 @@ class LeakReport:
     __module__ = 'tracemalloc.leaks'
 
     def __init__(self, sites, *, warmup, rounds, threshold, min_rounds,
-                 traceback_limit, sizes, counts, title=None):
+                 traceback_limit, sizes, counts, title=None, extended=0):
         self.sites = sites
+        self.extended = extended
         self.warmup = warmup
         self.rounds = rounds
         self.threshold = threshold
@@ -809,6 +1001,9 @@ class LeakReport:
         what = f"{self.title}: " if self.title else ""
         rounds = _plural(self.rounds, 'round')
         warmup = _plural(self.warmup, 'warm-up round')
+        if self.extended:
+            warmup += (f"; {self.extended} of them added to confirm a "
+                       f"suspect site")
         if not self.sites:
             return (f"tracemalloc: {what}no allocation site grew over "
                     f"{rounds} (after {warmup})")

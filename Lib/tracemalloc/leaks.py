@@ -52,13 +52,19 @@ from tracemalloc._leakcore import (DEFAULT_NFRAME, LeakCheckError,
 
 __all__ = ['check', 'assert_no_leaks', 'clear_caches', 'LeakCheck',
            'LeakReport', 'LeakSite', 'LeakError', 'LeakCheckError',
-           'DEFAULT_WARMUP', 'DEFAULT_ROUNDS', 'DEFAULT_THRESHOLD',
+           'DEFAULT_WARMUP', 'DEFAULT_ROUNDS', 'DEFAULT_EXTEND',
+           'DEFAULT_THRESHOLD',
            'DEFAULT_NFRAME']
 
-DEFAULT_WARMUP = 2
-DEFAULT_ROUNDS = 5
+DEFAULT_WARMUP = 1
+DEFAULT_ROUNDS = 3              # screening rounds: enough when nothing
+                                # looks like a leak
+DEFAULT_EXTEND = 8              # rounds added when some site is suspect
 DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
 MAX_NFRAME = 65535              # the most frames tracemalloc.start() takes
+# How many times a check measures again from a new base when the engine
+# renumbered its call contexts during a round (see _leakcore.LiveRecorder).
+MAX_RESTARTS = 3
 
 
 class LeakError(AssertionError):
@@ -162,11 +168,14 @@ class LeakCheck:
     def __init__(self, *, warmup=DEFAULT_WARMUP, rounds=DEFAULT_ROUNDS,
                  threshold=DEFAULT_THRESHOLD, min_rounds=None,
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
-                 keep_snapshots=False, harness_directories=()):
+                 keep_snapshots=False, harness_directories=(),
+                 extend=DEFAULT_EXTEND):
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
             raise ValueError("rounds must be >= 1")
+        if extend < 0:
+            raise ValueError("extend must be >= 0")
         if min_rounds is None:
             min_rounds = 1
         if not 1 <= min_rounds <= rounds:
@@ -177,6 +186,7 @@ class LeakCheck:
             raise ValueError(f"nframe must be between 1 and {MAX_NFRAME}")
         self.warmup = warmup
         self.rounds = rounds
+        self.extend = extend
         self.threshold = threshold
         self.min_rounds = min_rounds
         self.nframe = nframe
@@ -186,13 +196,24 @@ class LeakCheck:
         self.harness_directories = tuple(harness_directories)
         self.first_snapshot = self.last_snapshot = None
         self.report = None
+        self.extended = False
         self._iterator = None
         self._started_tracing = False
+        self._base_index = -1
+        self._target = rounds
+
+    @property
+    def planned_rounds(self):
+        """How many times the workload runs, as planned now: warmup +
+        rounds at first, extend more once a site is suspect (and more
+        again when the check had to measure from a new base)."""
+        return self._base_index + 1 + self._target
 
     # Running
 
     def run(self, func):
-        """Run *func()* warmup + rounds times; return the LeakReport.
+        """Run *func()* warmup + rounds times, or extend times more when a
+        site is suspect after them; return the LeakReport.
 
         A coroutine function runs to completion in each round, with
         asyncio.run(); a generator function or an asynchronous generator
@@ -202,9 +223,11 @@ class LeakCheck:
         func = _completing(func)
         try:
             self._begin()
-            for index in range(self.warmup + self.rounds):
+            index = 0
+            while index < self.planned_rounds:
                 _leakcore.call_workload(func)
                 self._end_round(index)
+                index += 1
             self.report = self._finish()
         finally:
             self._stop_tracing()
@@ -219,9 +242,11 @@ class LeakCheck:
     def _iterate(self):
         try:
             self._begin()
-            for index in range(self.warmup + self.rounds):
+            index = 0
+            while index < self.planned_rounds:
                 yield index
                 self._end_round(index)
+                index += 1
             self.report = self._finish()
         finally:
             self._stop_tracing()
@@ -246,25 +271,34 @@ class LeakCheck:
 
     def _begin(self):
         self.report = None
+        self.extended = False
+        self._base_index = -1
+        self._target = self.rounds
         if not tracemalloc.is_tracing():
             tracemalloc.start(self.nframe)
             self._started_tracing = True
         self._guard = _leakcore.TracingGuard()
         self._ownership = _leakcore.Ownership(self.harness_directories)
-        self._recorder = _leakcore.Recorder(self.rounds)
+        if _leakcore.live_totals_available():
+            self._recorder = _leakcore.LiveRecorder()
+        else:
+            # No live totals: a snapshot per round, and no extension.
+            self._recorder = _leakcore.Recorder(self.rounds)
         if self.warmup == 0:
-            self._snapshot()
+            self._snapshot(-1)
+        else:
+            self._base_index = self.warmup - 1
 
     def _end_round(self, index):
         if index >= self.warmup - 1:
-            self._snapshot()
+            self._snapshot(index)
         else:
             # As after a snapshot: a warm-up round must replace untraced
             # blocks as a measured round does (the free lists would hand
             # the same untraced blocks back at each warm-up round).
             _leakcore.clear_free_lists()
 
-    def _snapshot(self):
+    def _snapshot(self, index):
         self._guard.check()
         if self.cleanup:
             clear_caches()
@@ -282,21 +316,44 @@ class LeakCheck:
         gc.disable()
         try:
             self._guard.check()
-            traces = tracemalloc._get_traces()
             if self.keep_snapshots:
+                traces = tracemalloc._get_traces()
                 is_workload = self._ownership.is_workload
                 snapshot = tracemalloc.Snapshot(
                     [trace for trace in traces if is_workload(trace[2])],
                     tracemalloc.get_traceback_limit())
+                del traces
                 if self.first_snapshot is None:
                     self.first_snapshot = snapshot
                 self.last_snapshot = snapshot
-            # The raw traces are dropped before the next round: only the
-            # recorder's totals stay alive between rounds.
-            self._recorder.record(self._ownership, traces)
-            del traces
-            # Freed, the untraced trace tuples went to the free lists,
-            # where the next round's objects would take them untraced.
+                del snapshot
+            recorder = self._recorder
+            if isinstance(recorder, _leakcore.LiveRecorder):
+                if not recorder.record(self._ownership):
+                    # Call contexts renumbered: measure again from here.
+                    if recorder.restarts > MAX_RESTARTS:
+                        raise LeakCheckError(
+                            f"tracemalloc renumbered its call contexts "
+                            f"during {recorder.restarts} rounds of the "
+                            f"leak check: no verdict")
+                    self._base_index = index
+                    if self.keep_snapshots:
+                        self.first_snapshot = self.last_snapshot
+                elif (not self.extended and self.extend
+                        and recorder.measured == self.rounds
+                        and recorder.suspects(self.threshold)):
+                    # Some site may leak: more rounds to tell.
+                    self.extended = True
+                    self._target = self.rounds + self.extend
+            else:
+                # The raw traces are dropped before the next round: only
+                # the recorder's totals stay alive between rounds.
+                traces = tracemalloc._get_traces()
+                recorder.record(self._ownership, traces)
+                del traces
+            # Freed, the checker's untraced objects (trace tuples, the
+            # changes of the round) went to the free lists, where the next
+            # round's objects would take them untraced.
             _leakcore.clear_free_lists()
         finally:
             if collecting:
@@ -309,11 +366,14 @@ class LeakCheck:
 
     def _finish(self):
         self._guard.check()
-        report = self._recorder.report(
-            warmup=self.warmup, threshold=self.threshold,
-            min_rounds=self.min_rounds,
-            traceback_limit=tracemalloc.get_traceback_limit(),
-            title=self.title)
+        options = dict(warmup=self.warmup, threshold=self.threshold,
+                       min_rounds=self.min_rounds,
+                       traceback_limit=tracemalloc.get_traceback_limit(),
+                       title=self.title)
+        if isinstance(self._recorder, _leakcore.LiveRecorder):
+            options.update(confirm=self.extended,
+                           extended=self.extend if self.extended else 0)
+        report = self._recorder.report(**options)
         self._recorder = self._ownership = self._guard = None
         return report
 

@@ -56,7 +56,8 @@ __all__ = []
 
 MARKER = "tracemalloc_leaks"
 SKIP_MARKER = "no_tracemalloc_leaks"
-OPTION_NAMES = ("warmup", "rounds", "threshold", "min_rounds", "nframe")
+OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
+                "nframe")
 
 # What the failure message shows of a leak report, unless
 # --tracemalloc-full-report: the biggest sites, the first with up to
@@ -134,6 +135,11 @@ def pytest_addoption(parser):
         help=f"measured rounds of a leak check (default: "
              f"{leaks.DEFAULT_ROUNDS})")
     group.addoption(
+        "--tracemalloc-extend", type=int, default=None, metavar="E",
+        help=f"rounds added to a leak check when some site looks like a "
+             f"leak after the measured rounds, to confirm it; 0: none "
+             f"(default: {leaks.DEFAULT_EXTEND})")
+    group.addoption(
         "--tracemalloc-threshold", type=_size, default=None,
         metavar="SIZE",
         help=f"minimum growth per round of a leaking site, in bytes; "
@@ -160,7 +166,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(warmup=W, rounds=R, threshold=BYTES, min_rounds=K, "
+        f"{MARKER}(warmup=W, rounds=R, extend=E, threshold=BYTES, "
+        f"min_rounds=K, "
         f"nframe=N): run the test in rounds and fail it when the memory "
         f"allocated at some line keeps rising (tracemalloc.leaks)")
     config.addinivalue_line(
@@ -460,7 +467,6 @@ def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
     check = leaks.LeakCheck(**options)
-    total = check.warmup + check.rounds
     state = _RoundState(item)
     counts = _finalizer_counts(item)
     reports = None
@@ -471,7 +477,10 @@ def _run_checked(item, nextitem, options):
         for index in rounds:
             if index:
                 state.restore()
-            last = index == total - 1
+            # As planned now: the check adds rounds after the screening
+            # ones when a site is suspect (then the last screening round
+            # was taken for the last: its warnings are recorded too).
+            last = index == check.planned_rounds - 1
             reports = _run_round(item, nextitem, last, checked=True)
             if not all(report.passed for report in reports):
                 if all(report.passed for report in reports[:-1]):
@@ -492,7 +501,7 @@ def _run_checked(item, nextitem, options):
                 reports = None
                 dropped = True
         else:
-            index = total
+            index = check.planned_rounds
     except leaks.LeakCheckError as error:
         if reports is None and not dropped:
             # Refused before the first round (tracing is sampling): the
@@ -515,6 +524,7 @@ def _run_checked(item, nextitem, options):
         return reports
     finally:
         rounds.close()
+    total = check.planned_rounds
     if index < total:
         return _no_verdict(item, reports, index, total)
     # Every round passed, and ended with the item's own teardown: the
