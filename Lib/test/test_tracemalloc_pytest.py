@@ -319,7 +319,7 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
             _kept = []
 
             class Case(unittest.TestCase):
-                @pytest.mark.tracemalloc_leaks(rounds=4)
+                @pytest.mark.tracemalloc_leaks(rounds=4, extend=0)
                 def test_leak(self):
                     _kept.append(bytes(1500))  # LEAK
 
@@ -364,8 +364,10 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
             def test_counts():
                 assert calls == dict.fromkeys(calls, 7), calls
             """)
-        returncode, output = self.run_pytest("--tracemalloc-leaks",
-                                             "test_case.py")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-warmup=2",
+            "--tracemalloc-rounds=5", "--tracemalloc-extend=0",
+            "test_case.py")
         self.assertEqual(returncode, 0, output)
         self.assertEqual(self.summary(output),
                          {"checked": 1, "leaked": 0, "not_checked": 1,
@@ -531,7 +533,8 @@ class FixtureRoundsTest(PytestHarness, unittest.TestCase):
             "test_fixtures.py::test_uses_both", "test_fixtures.py::test_events",
             "-k", "uses_both or events",
             "-o", "python_files=test_*.py",
-            "--tracemalloc-leaks", "--tracemalloc-rounds=5")
+            "--tracemalloc-leaks", "--tracemalloc-warmup=2",
+            "--tracemalloc-rounds=5", "--tracemalloc-extend=0")
         self.assertEqual(returncode, 0, output)
         self.assertEqual(self.summary(output)["checked"], 2)
 

@@ -290,7 +290,7 @@ def _run_unchecked(item, nextitem, verdict):
 # --------------------------------------------------------------------------
 # The rounds
 
-def _run_round(item, nextitem, last, checked=False):
+def _run_round(item, nextitem, last, checked=False, caught=None):
     """Run *item* once as pytest's runtestprotocol() does, without logging
     the reports; return them.
 
@@ -302,14 +302,32 @@ def _run_round(item, nextitem, last, checked=False):
     Otherwise (a round that did not pass, a test run once unchecked), the
     teardown is pytest's.
 
-    The warnings of the rounds before the last are dropped: pytest
-    records each warning of a test until the test ends, so those of every
-    round would add up (and be reported once per round).
+    The warnings of a round of a check are caught, not given to pytest:
+    pytest records each warning of a test until the test ends, so those of
+    every round would add up (and be reported once per round).  With
+    *caught* (a list), it is filled with those of this round, in place of
+    the previous round's: _warn_again() gives the warnings of the last
+    round to pytest once the check is done.  (Which round is the last is
+    not known while it runs: the check adds rounds when a site is
+    suspect.)
     """
-    if last:
+    if last and caught is None:
         return _run_once(item, nextitem, checked)
-    with warnings.catch_warnings(record=True):
-        return _run_once(item, nextitem, checked)
+    with warnings.catch_warnings(record=True) as log:
+        reports = _run_once(item, nextitem, checked)
+    if caught is not None:
+        caught[:] = log
+    return reports
+
+
+def _warn_again(caught):
+    """Emit again the warnings of the last round (see _run_round()), as
+    they were first emitted, for pytest to record them as the test's."""
+    for message in caught:
+        warnings.warn_explicit(message.message, message.category,
+                               message.filename, message.lineno,
+                               source=message.source)
+    caught.clear()
 
 
 def _call_pytest(when, function, *args, **kwargs):
@@ -468,6 +486,7 @@ def _run_checked(item, nextitem, options):
     the last one carrying the verdict."""
     check = leaks.LeakCheck(**options)
     state = _RoundState(item)
+    caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
     reports = None
     dropped = False         # the reports of a round that passed dropped
@@ -478,10 +497,12 @@ def _run_checked(item, nextitem, options):
             if index:
                 state.restore()
             # As planned now: the check adds rounds after the screening
-            # ones when a site is suspect (then the last screening round
-            # was taken for the last: its warnings are recorded too).
+            # ones when a site is suspect (the reports of the last
+            # screening round are then kept past its snapshot, and
+            # dropped in the next round: a fall, never a rise).
             last = index == check.planned_rounds - 1
-            reports = _run_round(item, nextitem, last, checked=True)
+            reports = _run_round(item, nextitem, last, checked=True,
+                                 caught=caught)
             if not all(report.passed for report in reports):
                 if all(report.passed for report in reports[:-1]):
                     # Only the item's own teardown ran, and failed.
@@ -524,6 +545,7 @@ def _run_checked(item, nextitem, options):
         return reports
     finally:
         rounds.close()
+        _warn_again(caught)
     total = check.planned_rounds
     if index < total:
         return _no_verdict(item, reports, index, total)
@@ -534,7 +556,7 @@ def _run_checked(item, nextitem, options):
     reports[-1] = _teardown_wider(item, nextitem, reports[-1])
     report = check.report
     if not report:
-        verdict = _verdict("checked")
+        verdict = _verdict("checked", runs=str(total))
     else:
         call = reports[1]
         first = _display_site(item, report.sites[0])
@@ -556,7 +578,7 @@ def _run_checked(item, nextitem, options):
         _drop_xfail(call)
         verdict = _verdict("leaked", site=first.format()[0],
                            location=f"{first.filename}:{first.lineno}",
-                           sites=str(len(report.sites)))
+                           sites=str(len(report.sites)), runs=str(total))
     setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
     return reports
 
@@ -769,12 +791,15 @@ class _Summary:
         self.checked = 0
         self.leaked = []            # (nodeid, FILE:LINE, first site line, sites)
         self.not_checked = {}       # reason: count
+        self.runs = 0               # runs of the checked tests
 
     def pytest_runtest_logreport(self, report):
         verdict = getattr(report, VERDICT_ATTRIBUTE, None)
         if not verdict or report.when != "teardown":
             return
         status = verdict.get("status")
+        if status in ("checked", "leaked"):
+            self.runs += int(verdict.get("runs", 0))
         if status == "checked":
             self.checked += 1
         elif status == "leaked":
@@ -833,6 +858,10 @@ class _Summary:
                              key=lambda pair: (-pair[1], pair[0]))
             line += " (" + ", ".join(f"{count} {reason}"
                                      for reason, count in reasons) + ")"
+        if self.checked and self.runs:
+            # How much the adaptive rounds cost: a test runs warmup +
+            # rounds times, more when a site was suspect.
+            line += f"; {self.runs / self.checked:.1f} runs per checked test"
         return line
 
     def pytest_terminal_summary(self, terminalreporter):

@@ -62,8 +62,7 @@ def _check_or_fail(test_case, func, options, rounds=None):
     except (_FailedInRound, _Returned, leaks.LeakCheckError):
         raise
     except Exception as error:
-        total = check.warmup + check.rounds
-        raise _from_the_test(error, rounds, total)
+        raise _from_the_test(error, rounds, check.planned_rounds)
     if report:
         if full:
             message = report.format(limit=None)
@@ -416,7 +415,7 @@ class LeakCheckMixin:
     """Mix into a unittest.TestCase so that each of its tests is checked.
 
     Class attributes set the options of the check: leak_check_warmup,
-    leak_check_rounds, leak_check_threshold, leak_check_min_rounds,
+    leak_check_rounds, leak_check_extend, leak_check_threshold, leak_check_min_rounds,
     leak_check_nframe (None: the defaults of tracemalloc.leaks), and
     leak_check_full_report (true: the failure message is the whole report,
     not its top sites).  A test decorated with skip_leak_check() (or
@@ -425,6 +424,7 @@ class LeakCheckMixin:
 
     leak_check_warmup = None
     leak_check_rounds = None
+    leak_check_extend = None
     leak_check_threshold = None
     leak_check_min_rounds = None
     leak_check_nframe = None
@@ -434,8 +434,8 @@ class LeakCheckMixin:
         """The LeakCheck options of this test (override to compute them),
         and full_report."""
         options = {}
-        for name in ('warmup', 'rounds', 'threshold', 'min_rounds',
-                     'nframe'):
+        for name in ('warmup', 'rounds', 'extend', 'threshold',
+                     'min_rounds', 'nframe'):
             value = getattr(self, f'leak_check_{name}')
             if value is not None:
                 options[name] = value
