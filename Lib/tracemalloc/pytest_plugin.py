@@ -489,19 +489,13 @@ def _run_checked(item, nextitem, options):
     caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
     reports = None
-    dropped = False         # the reports of a round that passed dropped
     index = 0
     rounds = iter(check)
     try:
         for index in rounds:
             if index:
                 state.restore()
-            # As planned now: the check adds rounds after the screening
-            # ones when a site is suspect (the reports of the last
-            # screening round are then kept past its snapshot, and
-            # dropped in the next round: a fall, never a rise).
-            last = index == check.planned_rounds - 1
-            reports = _run_round(item, nextitem, last, checked=True,
+            reports = _run_round(item, nextitem, False, checked=True,
                                  caught=caught)
             if not all(report.passed for report in reports):
                 if all(report.passed for report in reports[:-1]):
@@ -511,16 +505,12 @@ def _run_checked(item, nextitem, options):
             # The last round's too: the snapshot that ends it sees the
             # fixtures of a wider scope set up.
             _drop_stale_finalizers(item, counts)
-            if not last:
-                # Nothing of a round that passed is kept until the snapshot
-                # that ends it: pytest's reports hold small dicts (their
-                # keywords), which take the memory of blocks freed in the
-                # round from the interpreter's free lists, with the
-                # tracebacks of the code that first allocated them (a
-                # clean doctest's reports showed growth on a line of
-                # typing.py in the first measured rounds).
-                reports = None
-                dropped = True
+            # The reports of every round that passed are kept until the
+            # next round replaces them: those of the last round are the
+            # test's, and which round is the last is not known while it
+            # runs (the check adds rounds when a site is suspect).  Kept in
+            # the last round only, they were growth in it, enough to make
+            # the test suspect; replaced each round, their level is flat.
         else:
             index = check.planned_rounds
     except leaks.LeakCheckError as error:
@@ -532,9 +522,6 @@ def _run_checked(item, nextitem, options):
                     _verdict("not checked", f"no verdict ({error})"))
             return reports
         # The test stopped, cleared or restarted tracing.
-        if reports is None and dropped:
-            # The round passed, and its reports were dropped.
-            reports = _passed_reports(item)
         if reports is None or not reports[-1].passed:
             raise
         # The rounds ended with the item's own teardown: the fixtures of
