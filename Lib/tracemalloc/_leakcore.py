@@ -679,15 +679,15 @@ def is_suspect(sizes, counts=None, threshold=1):
     """Whether the growth *sizes* of a site over the screening rounds may
     be a leak, and needs more rounds to tell: it leaks by is_leak(), or
     it rose (by at least *threshold* bytes per round on average, by more
-    than twice its largest fall) and grew in one of its last two rounds.
-    A step made once, early, is not suspect; a leak in every other round
-    is, whatever its phase."""
+    than twice its largest fall) and grew in at least two rounds.  A step
+    made once is not suspect; a leak in every other round is, whatever its
+    phase, over 4 rounds or more."""
     if is_leak(sizes, counts, threshold):
         return True
     rise, fall, _ = _rise_and_fall(sizes)
     if rise <= 0 or rise < threshold * len(sizes) or rise <= 2 * fall:
         return False
-    return any(size > 0 for size in sizes[-2:])
+    return sum(1 for size in sizes if size > 0) >= 2
 
 
 def live_totals_available():

@@ -57,8 +57,9 @@ __all__ = ['check', 'assert_no_leaks', 'clear_caches', 'LeakCheck',
            'DEFAULT_NFRAME']
 
 DEFAULT_WARMUP = 1
-DEFAULT_ROUNDS = 3              # screening rounds: enough when nothing
-                                # looks like a leak
+DEFAULT_ROUNDS = 4              # screening rounds: enough when nothing
+                                # looks like a leak (4: a leak in every
+                                # other round grows twice, a step once)
 DEFAULT_EXTEND = 8              # rounds added when some site is suspect
 DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
 MAX_NFRAME = 65535              # the most frames tracemalloc.start() takes
@@ -169,7 +170,7 @@ class LeakCheck:
                  threshold=DEFAULT_THRESHOLD, min_rounds=None,
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
                  keep_snapshots=False, harness_directories=(),
-                 extend=DEFAULT_EXTEND):
+                 extend=DEFAULT_EXTEND, freeze=True):
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
@@ -193,6 +194,7 @@ class LeakCheck:
         self.cleanup = cleanup
         self.title = title
         self.keep_snapshots = keep_snapshots
+        self.freeze = freeze
         self.harness_directories = tuple(harness_directories)
         self.first_snapshot = self.last_snapshot = None
         self.report = None
@@ -279,6 +281,7 @@ class LeakCheck:
             self._started_tracing = True
         self._guard = _leakcore.TracingGuard()
         self._ownership = _leakcore.Ownership(self.harness_directories)
+        self._freeze()
         if _leakcore.live_totals_available():
             self._recorder = _leakcore.LiveRecorder()
         else:
@@ -359,7 +362,22 @@ class LeakCheck:
             if collecting:
                 gc.enable()
 
+    def _freeze(self):
+        # The objects that exist when the check starts (the harness's,
+        # the modules', pytest's) go to the collector's permanent
+        # generation until it ends: the collection before each snapshot
+        # then walks only what was made since, and a round's cost does not
+        # grow with the process's heap.  Not when the program froze
+        # objects itself (it would be unfrozen with them).
+        self._froze = False
+        if self.freeze and gc.get_freeze_count() == 0:
+            gc.freeze()
+            self._froze = True
+
     def _stop_tracing(self):
+        if getattr(self, '_froze', False):
+            self._froze = False
+            gc.unfreeze()
         if self._started_tracing:
             self._started_tracing = False
             tracemalloc.stop()
