@@ -308,6 +308,109 @@ class MixedFileTest(PytestHarness, unittest.TestCase):
         self.assertNotIn("tracemalloc:", output)
 
 
+SAME_VERDICT_CASES = """\
+import unittest
+
+_kept = []
+_runs = {"count": 0}
+
+
+class StateOnSelf(unittest.TestCase):
+    # A fresh instance per round: what a round leaves on self is gone.
+    def test_it(self):
+        self.assertFalse(hasattr(self, "cache"))
+        self.cache = {"key": bytes(200)}
+        self.calls = [1]
+        self.assertEqual(len(self.calls), 1)
+
+
+class FixtureReleased(unittest.TestCase):
+    def setUp(self):
+        self.buffer = bytearray(20_000)
+        self.addCleanup(setattr, self, "buffer", None)
+
+    def test_it(self):
+        self.buffer[0] = 1
+
+
+class Leaks(unittest.TestCase):
+    def test_it(self):
+        _kept.append(bytes(1000))
+
+
+class FailsInRunTwo(unittest.TestCase):
+    def test_it(self):
+        _runs["count"] += 1
+        self.assertLess(_runs["count"], 2)
+"""
+
+SAME_VERDICT_EXPECTED = {"StateOnSelf": "clean", "FixtureReleased": "clean",
+                         "Leaks": "leak", "FailsInRunTwo": "error"}
+
+
+class SameVerdictTest(PytestHarness, unittest.TestCase):
+    """The same test gets the same verdict through LeakCheckMixin, @no_leaks
+    and the pytest plugin: each round after the first on a fresh TestCase
+    instance (issue 31, item 4)."""
+
+    def unittest_verdicts(self, style):
+        import importlib
+        from tracemalloc.testing import LeakCheckMixin, no_leaks
+        name = f"same_verdict_{style}"
+        self.write(f"{name}.py", SAME_VERDICT_CASES)
+        sys.path.insert(0, self.work)
+        try:
+            module = importlib.import_module(name)
+        finally:
+            sys.path.remove(self.work)
+            sys.modules.pop(name, None)
+        verdicts = {}
+        for case_name in SAME_VERDICT_EXPECTED:
+            base = getattr(module, case_name)
+            if style == "mixin":
+                case = type(case_name, (LeakCheckMixin, base), {})
+            else:
+                case = type(case_name, (base,),
+                            {"test_it": no_leaks(base.test_it)})
+            result = unittest.TestResult()
+            case("test_it").run(result)
+            if result.wasSuccessful():
+                verdicts[case_name] = "clean"
+            elif (result.failures
+                  and "allocation site" in result.failures[0][1]
+                  and "leaked" in result.failures[0][1]):
+                verdicts[case_name] = "leak"
+            else:
+                verdicts[case_name] = "error"
+        return verdicts
+
+    def pytest_verdicts(self):
+        self.write("test_same_verdict.py", SAME_VERDICT_CASES)
+        returncode, output = self.run_pytest("--tracemalloc-leaks", "-rA",
+                                             "test_same_verdict.py")
+        verdicts = {}
+        for case_name in SAME_VERDICT_EXPECTED:
+            nodeid = f"test_same_verdict.py::{case_name}::test_it"
+            if f"PASSED {nodeid}" in output:
+                verdicts[case_name] = "clean"
+            elif (f"FAILED {nodeid}" in output
+                  and f"tracemalloc: {nodeid}: 1 allocation site leaked"
+                  in output):
+                verdicts[case_name] = "leak"
+            else:
+                verdicts[case_name] = "error"
+        return verdicts, output
+
+    def test_mixin_decorator_and_plugin_agree(self):
+        plugin, output = self.pytest_verdicts()
+        self.assertEqual(plugin, SAME_VERDICT_EXPECTED, output)
+        self.assertIn("failed in run 2", output)
+        for style in ("mixin", "decorator"):
+            with self.subTest(style=style):
+                self.assertEqual(self.unittest_verdicts(style),
+                                 SAME_VERDICT_EXPECTED)
+
+
 class ItemKindsTest(PytestHarness, unittest.TestCase):
     """Each kind of item pytest collects, checked alone."""
 
