@@ -1199,6 +1199,32 @@ class CLITest(unittest.TestCase):
             "leaks", "--threshold", "100", target)
         self.assertEqual(rc, 1, err)
 
+    def test_leaks_json_and_ignore(self):
+        import json
+        target = f"{corpus.__name__}.leak_module_list:run"
+        rc, out, err = self.tracemalloc_cli("leaks", "--json", "-q", target)
+        self.assertEqual(rc, 1, err)
+        data = json.loads(out)
+        self.assertEqual(data["schema"], "tracemalloc-leak-report")
+        self.assertTrue(data["leaked"])
+        site = data["sites"][0]
+        self.assertEqual((site["filename"], site["lineno"]),
+                         corpus.marked_line("leak_module_list"))
+        self.assertEqual(len(site["sizes"]), data["rounds"])
+        # Most recent call first.
+        self.assertEqual(site["traceback"][0],
+                         list(corpus.marked_line("leak_module_list")))
+        # Ignored: no leak, and the report says what it left out.
+        rc, out, err = self.tracemalloc_cli(
+            "leaks", "--json", "-q", "--ignore", "*leak_module_list.py:*",
+            target)
+        self.assertEqual(rc, 0, err)
+        data = json.loads(out)
+        self.assertFalse(data["leaked"])
+        self.assertEqual(data["ignored"][0]["pattern"],
+                         "*leak_module_list.py:*")
+        self.assertIn("1 leaking site ignored by pattern", err)
+
     def test_leaks_module_in_current_directory(self):
         self.script("items = []\n\ndef grow():\n"
                     "    items.append(bytes(300))\n", name="leaky_here")

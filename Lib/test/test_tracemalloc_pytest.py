@@ -843,6 +843,9 @@ class OptionsTest(PytestHarness, unittest.TestCase):
                                               start))
         message = output[start:end].splitlines()
         self.assertLessEqual(len(message), 36, "\n".join(message))
+        # The title counts every leaking site, not the 3 shown.
+        self.assertIn("tracemalloc: test_many.py::test_many: 6 allocation "
+                      "sites leaked", message[0])
         self.assertIn("3 other leaking sites", output)
         sites = self.failures(output)["test_many"]
         self.assertEqual(len(sites), 3)
@@ -857,6 +860,161 @@ class OptionsTest(PytestHarness, unittest.TestCase):
             "test_many.py")
         self.assertEqual(len(self.failures(output)["test_many"]), 6)
         self.assertIn("_pytest", output)
+
+
+class SessionOutputTest(PytestHarness, unittest.TestCase):
+    """The session's output fits a CI log (issue 31, item 5)."""
+
+    LEAKY = """\
+        import pytest
+
+        _kept = []
+
+        def keep(size):
+            _kept.append(bytearray(size))      # the shared site
+
+        @pytest.mark.parametrize("n", range(14))
+        def test_shared(n):
+            keep(1000 + n)
+
+        def test_own():
+            _kept.append(bytes(3000))          # its own site
+        """
+
+    def test_summary_by_site_and_capped(self):
+        self.write("test_leaky.py", self.LEAKY)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_leaky.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 15)
+        # Past 10 leaking tests, a failure message is its title and first
+        # site only.
+        self.assertEqual(output.count("(message cut: 10 leaking tests of "
+                                      "this session were reported in full"),
+                         5, output)
+        section = output[output.index("tracemalloc: 15 leaking tests, by "
+                                      "first leaking site"):]
+        section = section[:section.index("short test summary info")]
+        lines = section.splitlines()[1:]
+        # One entry per site, the tests that share it named after it (3
+        # of them, past the cap), not one line per test.
+        sites = [line for line in lines if SITE_LINE.match(line)]
+        self.assertEqual(len(sites), 2, section)
+        self.assertIn("first site of 14 tests: test_leaky.py::"
+                      "test_shared[0], test_leaky.py::test_shared[1], "
+                      "test_leaky.py::test_shared[2] and 11 more", section)
+        self.assertIn("first site of 1 test: test_leaky.py::test_own",
+                      section)
+        self.assertLess(len(lines), 10, section)
+
+        # No cap: every message whole, every test named.
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-max-reports=0",
+            "test_leaky.py")
+        self.assertNotIn("message cut", output)
+        self.assertIn("test_leaky.py::test_shared[13]", output[
+            output.index("by first leaking site"):])
+
+
+class IgnoreAndJSONTest(PytestHarness, unittest.TestCase):
+    """Known leaks written down once, counted (issue 31 item 7), and the
+    results as JSON (item 8)."""
+
+    FILES = {
+        "pkg/__init__.py": "",
+        "pkg/cache.py": """\
+            _cache = []
+
+            def remember(value):
+                _cache.append(bytes(value))    # a known leak
+            """,
+        "test_known.py": """\
+            import pytest
+            from pkg import cache
+
+            _kept = []
+
+            def test_known():
+                cache.remember(1000)
+
+            def test_new():
+                _kept.append(bytes(2000))      # a new leak
+
+            @pytest.mark.tracemalloc_leaks(ignore=["*test_known.py:*"])
+            def test_marked():
+                _kept.append(bytes(3000))
+            """,
+    }
+
+    def setUp(self):
+        super().setUp()
+        os.mkdir(os.path.join(self.work, "pkg"))
+        for name, text in self.FILES.items():
+            self.write(name, text)
+
+    def test_ignore_option_marker_and_pyproject(self):
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-ignore", "pkg/cache.py:*",
+            "test_known.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 1, output)
+        self.assertIn("FAILED test_known.py::test_new", output)
+        # Counted in the session line, each pattern with its sites.
+        self.assertIn("; 2 leaking sites ignored (*test_known.py:*: 1, "
+                      "pkg/cache.py:*: 1)", output)
+        # Without the option, the known leak fails its test.
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_known.py")
+        self.assertEqual(self.summary(output)["leaked"], 2, output)
+        # The same pattern, written down once in pyproject.toml.
+        self.write("pyproject.toml", """\
+            [tool.tracemalloc]
+            ignore = ["pkg/cache.py:*"]
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_known.py")
+        self.assertEqual(self.summary(output)["leaked"], 1, output)
+        self.assertIn("pkg/cache.py:*: 1", output)
+        self.write("pyproject.toml", """\
+            [tool.tracemalloc]
+            ignore = "pkg/cache.py:*"
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_known.py")
+        self.assertNotEqual(returncode, 0, output)
+        self.assertIn("ignore must be a list of patterns", output)
+
+    def test_json_report(self):
+        import json
+        path = os.path.join(self.directory, "report.json")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", f"--tracemalloc-report={path}",
+            "--tracemalloc-ignore", "pkg/cache.py:*", "test_known.py")
+        self.assertEqual(returncode, 1, output)
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+        self.assertEqual(data["schema"], "tracemalloc-pytest-report")
+        self.assertEqual(data["version"], 1)
+        self.assertEqual(data["summary"]["checked"], 3)
+        self.assertEqual(data["summary"]["leaked"], 1)
+        self.assertEqual(data["summary"]["ignored"],
+                         {"pkg/cache.py:*": 1, "*test_known.py:*": 1})
+        tests = {test["nodeid"]: test for test in data["tests"]}
+        new = tests["test_known.py::test_new"]
+        self.assertEqual(new["verdict"], "leaked")
+        self.assertEqual(new["runs"], new["report"]["warmup"]
+                         + new["report"]["rounds"])
+        site = new["report"]["sites"][0]
+        self.assertEqual((os.path.basename(site["filename"]),
+                          site["lineno"]), ("test_known.py", 10))
+        self.assertEqual(len(site["sizes"]), new["report"]["rounds"])
+        self.assertGreaterEqual(min(site["sizes"]), 2000)
+        self.assertEqual(site["traceback"][0][1], 10)   # most recent first
+        known = tests["test_known.py::test_known"]
+        self.assertEqual(known["verdict"], "checked")
+        self.assertEqual(known["report"]["ignored"][0]["pattern"],
+                         "pkg/cache.py:*")
+        self.assertIn("JSON report written to", output)
 
 
 class EntryPointTest(PytestHarness, unittest.TestCase):

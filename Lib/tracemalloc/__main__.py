@@ -666,6 +666,16 @@ def _leaks_parser():
              "measured rounds; a site leaks only if these confirm it "
              "(0: none; default: %(default)s)")
     parser.add_argument(
+        "--ignore", action="append", default=[], metavar="PATTERN",
+        help="leave out the leaking sites that match PATTERN, an fnmatch "
+             "pattern of FILE:LINE or FILE ('pkg/cache.py:*'); repeatable; "
+             "the report counts them")
+    parser.add_argument(
+        "--json", action="store_true",
+        help="print the report as JSON on standard output (schema: 'JSON "
+             "reports' in the tracemalloc docs), besides the text report on "
+             "standard error")
+    parser.add_argument(
         "--min-rounds", type=_positive_int, default=None, metavar="K",
         help="a leaking site must also have grown in at least K of the "
              "R rounds (default: no such requirement beyond the verdict "
@@ -923,6 +933,7 @@ def command_leaks(argv):
     _ensure_tracing(parser, options.nframe)
     check = leaks.LeakCheck(warmup=options.warmup, rounds=options.rounds,
                             extend=options.extend,
+                            ignore=options.ignore,
                             threshold=options.threshold,
                             min_rounds=options.min_rounds, title=target,
                             keep_snapshots=bool(options.html))
@@ -959,6 +970,11 @@ def command_leaks(argv):
         if progress is not None:
             progress.stop()
     print(report.format(limit=options.limit), file=report_file, flush=True)
+    if options.json:
+        import json
+        json.dump(dict(report.as_dict(), schema="tracemalloc-leak-report",
+                       version=1), sys.stdout, indent=1)
+        print(flush=True)
     if options.html:
         # The graph shows the target's call paths, from the target's code
         # down: not the checker's or runpy's frames above them, nor what

@@ -690,6 +690,23 @@ def is_suspect(sizes, counts=None, threshold=1):
     return sum(1 for size in sizes if size > 0) >= 2
 
 
+def ignore_pattern(filename, lineno, patterns):
+    """The first of *patterns* (fnmatch patterns of "FILE:LINE", or of
+    "FILE" alone) that the site *filename*:*lineno* matches, or None.  A
+    relative pattern also matches at the end of an absolute path:
+    "pkg/cache.py:*" matches "/src/pkg/cache.py:12"."""
+    import fnmatch
+    location = f"{filename}:{lineno}"
+    for pattern in patterns:
+        target = location if ":" in pattern else filename
+        if fnmatch.fnmatchcase(target, pattern):
+            return pattern
+        if not os.path.isabs(pattern) and fnmatch.fnmatchcase(
+                target, "*/" + pattern):
+            return pattern
+    return None
+
+
 def live_totals_available():
     """Whether the engine gives the live totals per call context."""
     import _tracemalloc
@@ -908,6 +925,21 @@ class LeakSite:
         return (f"<LeakSite {self.filename}:{self.lineno} "
                 f"sizes={self.sizes} counts={self.counts}>")
 
+    def as_dict(self):
+        """The site as JSON-ready data (the schema of the JSON reports)."""
+        return {
+            "filename": self.filename,
+            "lineno": self.lineno,
+            "domain": self.domain,
+            "size": self.size,
+            "count": self.count,
+            "sizes": list(self.sizes),
+            "counts": list(self.counts),
+            "rounds_grown": self.rounds_grown,
+            "traceback": [[frame.filename, frame.lineno]
+                          for frame in reversed(self.traceback)],
+        }
+
     def format(self, frames=None):
         """Return the site's report as a list of lines, without newlines.
 
@@ -968,6 +1000,7 @@ class LeakReport:
                  traceback_limit, sizes, counts, title=None, extended=0):
         self.sites = sites
         self.extended = extended
+        self.ignored = []           # (pattern, LeakSite) left out
         self.warmup = warmup
         self.rounds = rounds
         self.threshold = threshold
@@ -991,6 +1024,25 @@ class LeakReport:
     def __str__(self):
         return self.format()
 
+    def as_dict(self):
+        """The report as JSON-ready data: see "JSON reports" in
+        Doc/library/tracemalloc.rst for the schema."""
+        return {
+            "title": self.title,
+            "leaked": bool(self.sites),
+            "warmup": self.warmup,
+            "rounds": self.rounds,
+            "extended": self.extended,
+            "threshold": self.threshold,
+            "min_rounds": self.min_rounds,
+            "traceback_limit": self.traceback_limit,
+            "sizes": list(self.sizes),
+            "counts": list(self.counts),
+            "sites": [site.as_dict() for site in self.sites],
+            "ignored": [dict(site.as_dict(), pattern=pattern)
+                        for pattern, site in self.ignored],
+        }
+
     def format(self, limit=10, frames=None, more=None):
         """Return the report as text: a summary line, then up to *limit*
         sites (None: all), each starting with a FILE:LINE: line and
@@ -1004,6 +1056,9 @@ class LeakReport:
         if self.extended:
             warmup += (f"; {self.extended} of them added to confirm a "
                        f"suspect site")
+        if self.ignored:
+            warmup += (f"; {_plural(len(self.ignored), 'leaking site')} "
+                       f"ignored by pattern")
         if not self.sites:
             return (f"tracemalloc: {what}no allocation site grew over "
                     f"{rounds} (after {warmup})")

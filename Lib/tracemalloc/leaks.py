@@ -153,6 +153,14 @@ class LeakCheck:
     The check raises LeakCheckError, with no verdict, when tracing was
     stopped, cleared (clear_traces()) or restarted while it ran.
 
+    *extend* rounds are added when some site is suspect after the *rounds*
+    (see "Adaptive rounds" in Doc/library/tracemalloc.rst); 0: never.
+    With *freeze* true, the objects alive when the check starts are frozen
+    (gc.freeze()) until it ends, so that its collections walk only what
+    was made since.  *ignore* lists fnmatch patterns of "FILE:LINE" (or
+    "FILE"): a leaking site that matches one is left out of the report's
+    sites, and listed in its *ignored* attribute with the pattern.
+
     *harness_directories* names the directories of a harness that runs
     the workload with threads of its own (pytest-xdist's execnet, which
     receives messages from its controller while a test runs): an
@@ -170,7 +178,7 @@ class LeakCheck:
                  threshold=DEFAULT_THRESHOLD, min_rounds=None,
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
                  keep_snapshots=False, harness_directories=(),
-                 extend=DEFAULT_EXTEND, freeze=True):
+                 extend=DEFAULT_EXTEND, freeze=True, ignore=()):
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
@@ -195,6 +203,14 @@ class LeakCheck:
         self.title = title
         self.keep_snapshots = keep_snapshots
         self.freeze = freeze
+        if isinstance(ignore, str):
+            ignore = (ignore,)
+        ignore = tuple(ignore)
+        if not all(isinstance(pattern, str) and pattern
+                   for pattern in ignore):
+            raise ValueError("ignore must be a list of patterns (non-empty "
+                             "strings such as 'pkg/cache.py:*')")
+        self.ignore = ignore
         self.harness_directories = tuple(harness_directories)
         self.first_snapshot = self.last_snapshot = None
         self.report = None
@@ -344,7 +360,7 @@ class LeakCheck:
                         self.first_snapshot = self.last_snapshot
                 elif (not self.extended and self.extend
                         and recorder.measured == self.rounds
-                        and recorder.suspects(self.threshold)):
+                        and self._suspects(recorder)):
                     # Some site may leak: more rounds to tell.
                     self.extended = True
                     self._target = self.rounds + self.extend
@@ -374,6 +390,11 @@ class LeakCheck:
             gc.freeze()
             self._froze = True
 
+    def _suspects(self, recorder):
+        return [site for site in recorder.suspects(self.threshold)
+                if _leakcore.ignore_pattern(site[0], site[1], self.ignore)
+                is None]
+
     def _stop_tracing(self):
         if getattr(self, '_froze', False):
             self._froze = False
@@ -392,6 +413,16 @@ class LeakCheck:
             options.update(confirm=self.extended,
                            extended=self.extend if self.extended else 0)
         report = self._recorder.report(**options)
+        if self.ignore:
+            kept = []
+            for site in report.sites:
+                pattern = _leakcore.ignore_pattern(site.filename,
+                                                   site.lineno, self.ignore)
+                if pattern is None:
+                    kept.append(site)
+                else:
+                    report.ignored.append((pattern, site))
+            report.sites = kept
         self._recorder = self._ownership = self._guard = None
         return report
 

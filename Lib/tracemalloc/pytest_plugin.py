@@ -57,7 +57,10 @@ __all__ = []
 MARKER = "tracemalloc_leaks"
 SKIP_MARKER = "no_tracemalloc_leaks"
 OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
-                "nframe")
+                "nframe", "ignore")
+# The options that the command line and pyproject.toml also give, and that
+# are not plain values: the marker's ignore adds to theirs.
+CONFIG_TABLE = "tracemalloc"            # [tool.tracemalloc]
 
 # What the failure message shows of a leak report, unless
 # --tracemalloc-full-report: the biggest sites, the first with up to
@@ -158,6 +161,19 @@ def pytest_addoption(parser):
              f"most a few tests per site; 0: no limit (default: "
              f"{MAX_REPORTS})")
     group.addoption(
+        "--tracemalloc-ignore", action="append", default=[],
+        metavar="PATTERN",
+        help="leave out the leaking sites that match PATTERN, an fnmatch "
+             "pattern of FILE:LINE or FILE ('pkg/cache.py:*'); repeatable, "
+             "added to the marker's ignore=[...] and to ignore = [...] in "
+             "[tool.tracemalloc] of pyproject.toml; each ignored site is "
+             "counted in the session line")
+    group.addoption(
+        "--tracemalloc-report", default=None, metavar="FILE.json",
+        help="write every checked test's verdict, rounds and leaking sites "
+             "(sizes, counts, tracebacks) to FILE.json (schema: 'JSON "
+             "reports' in the tracemalloc docs)")
+    group.addoption(
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
              f"the top {SHOWN_SITES} sites, a few frames each)")
@@ -174,6 +190,7 @@ def pytest_configure(config):
         "markers",
         f"{SKIP_MARKER}: do not leak check this test, even with "
         f"--tracemalloc-leaks")
+    _project_ignores(config)            # a wrong table: a usage error now
     config.pluginmanager.register(_Summary(config), "tracemalloc-summary")
     import tracemalloc
     sample = tracemalloc.get_sample() if tracemalloc.is_tracing() else None
@@ -198,9 +215,13 @@ def _check_options(item):
         return None
     options = {}
     for name in OPTION_NAMES:
+        if name == "ignore":
+            continue
         value = config.getoption(f"tracemalloc_{name}", None)
         if value is not None:
             options[name] = value
+    ignore = list(_project_ignores(config))
+    ignore += config.getoption("tracemalloc_ignore", None) or []
     if marker is not None:
         if marker.args:
             raise ValueError(f"the {MARKER} marker takes keyword arguments "
@@ -211,11 +232,59 @@ def _check_options(item):
             raise ValueError(f"the {MARKER} marker has no argument "
                              f"{', '.join(sorted(unknown))} (it takes "
                              f"{', '.join(OPTION_NAMES)})")
-        options.update(marker.kwargs)
+        marker_options = dict(marker.kwargs)
+        marked = marker_options.pop("ignore", ())
+        if isinstance(marked, str):
+            marked = [marked]
+        if not isinstance(marked, (list, tuple)):
+            raise ValueError(f"the {MARKER} marker's ignore must be a list "
+                             f"of patterns, not {marked!r}")
+        ignore += list(marked)
+        options.update(marker_options)
+    if ignore:
+        options["ignore"] = ignore
     options["title"] = item.nodeid
     options["harness_directories"] = _thread_harness_directories()
     leaks.LeakCheck(**options)          # ValueError on a bad value
     return options
+
+
+_project_key = pytest.StashKey()
+
+
+def _project_ignores(config):
+    """The ignore patterns of [tool.tracemalloc] in the pyproject.toml of
+    the session's root directory (read once, with tomllib).  A wrong table
+    is a usage error."""
+    cached = config.stash.get(_project_key, None)
+    if cached is not None:
+        return cached
+    patterns = ()
+    path = os.path.join(str(config.rootpath), "pyproject.toml")
+    if os.path.isfile(path):
+        try:
+            import tomllib
+        except ImportError:         # 3.10 and older: no tomllib
+            tomllib = None
+        if tomllib is not None:
+            with open(path, "rb") as file:
+                try:
+                    data = tomllib.load(file)
+                except tomllib.TOMLDecodeError as error:
+                    raise pytest.UsageError(
+                        f"{path}: not valid TOML: {error}") from None
+            table = data.get("tool", {}).get(CONFIG_TABLE, {})
+            value = table.get("ignore", [])
+            if (not isinstance(value, list)
+                    or not all(isinstance(item, str) and item
+                               for item in value)):
+                raise pytest.UsageError(
+                    f"{path}: [tool.{CONFIG_TABLE}] ignore must be a list "
+                    f"of patterns (strings such as 'pkg/cache.py:*'), not "
+                    f"{value!r}")
+            patterns = tuple(value)
+    config.stash[_project_key] = patterns
+    return patterns
 
 
 def _thread_harness_directories():
@@ -542,8 +611,15 @@ def _run_checked(item, nextitem, options):
     # they are torn down as pytest would have at the end of the test.
     reports[-1] = _teardown_wider(item, nextitem, reports[-1])
     report = check.report
+    extra = {}
+    if report.ignored:
+        extra["ignored"] = "\n".join(pattern for pattern, _
+                                     in report.ignored)
+    if item.config.getoption("tracemalloc_report", None):
+        import json
+        extra["report"] = json.dumps(report.as_dict())
     if not report:
-        verdict = _verdict("checked", runs=str(total))
+        verdict = _verdict("checked", runs=str(total), **extra)
     else:
         call = reports[1]
         first = _display_site(item, report.sites[0])
@@ -565,7 +641,8 @@ def _run_checked(item, nextitem, options):
         _drop_xfail(call)
         verdict = _verdict("leaked", site=first.format()[0],
                            location=f"{first.filename}:{first.lineno}",
-                           sites=str(len(report.sites)), runs=str(total))
+                           sites=str(len(report.sites)), runs=str(total),
+                           **extra)
     setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
     return reports
 
@@ -779,6 +856,9 @@ class _Summary:
         self.leaked = []            # (nodeid, FILE:LINE, first site line, sites)
         self.not_checked = {}       # reason: count
         self.runs = 0               # runs of the checked tests
+        self.ignored = {}           # pattern: leaking sites it left out
+        self.report_path = config.getoption("tracemalloc_report", None)
+        self.json_tests = []        # the JSON report's "tests"
 
     def pytest_runtest_logreport(self, report):
         verdict = getattr(report, VERDICT_ATTRIBUTE, None)
@@ -787,6 +867,10 @@ class _Summary:
         status = verdict.get("status")
         if status in ("checked", "leaked"):
             self.runs += int(verdict.get("runs", 0))
+        for pattern in filter(None, verdict.get("ignored", "").split("\n")):
+            self.ignored[pattern] = self.ignored.get(pattern, 0) + 1
+        if self.report_path:
+            self._record_json(report.nodeid, verdict)
         if status == "checked":
             self.checked += 1
         elif status == "leaked":
@@ -799,6 +883,45 @@ class _Summary:
         else:
             reason = verdict.get("reason", "unknown")
             self.not_checked[reason] = self.not_checked.get(reason, 0) + 1
+
+    def _record_json(self, nodeid, verdict):
+        import json
+        entry = {"nodeid": nodeid, "verdict": verdict.get("status")}
+        if "reason" in verdict:
+            entry["reason"] = verdict["reason"]
+        if "runs" in verdict:
+            entry["runs"] = int(verdict["runs"])
+        report = verdict.get("report")
+        if report:
+            entry["report"] = json.loads(report)
+        self.json_tests.append(entry)
+
+    def _write_json(self, terminalreporter):
+        import json
+        data = {
+            "schema": "tracemalloc-pytest-report",
+            "version": 1,
+            "summary": {
+                "checked": self.checked,
+                "leaked": len(self.leaked),
+                "not_checked": sum(self.not_checked.values()),
+                "not_checked_reasons": dict(self.not_checked),
+                "runs": self.runs,
+                "ignored": dict(self.ignored),
+            },
+            "tests": self.json_tests,
+        }
+        try:
+            with open(self.report_path, "w", encoding="utf-8") as file:
+                json.dump(data, file, indent=1)
+                file.write("\n")
+        except OSError as error:
+            terminalreporter.write_line(
+                f"tracemalloc: cannot write the JSON report "
+                f"{self.report_path}: {error}", red=True)
+            return
+        terminalreporter.write_line(
+            f"tracemalloc: JSON report written to {self.report_path}")
 
     def _write_sites(self, terminalreporter):
         """The leaking sites, each first site of a leaking test once (as
@@ -845,6 +968,13 @@ class _Summary:
                              key=lambda pair: (-pair[1], pair[0]))
             line += " (" + ", ".join(f"{count} {reason}"
                                      for reason, count in reasons) + ")"
+        if self.ignored:
+            # Nothing is hidden silently: each ignored site is counted.
+            count = sum(self.ignored.values())
+            line += (f"; {count} leaking site{'s' if count > 1 else ''} "
+                     f"ignored (" + ", ".join(
+                         f"{pattern}: {number}" for pattern, number
+                         in sorted(self.ignored.items())) + ")")
         if self.checked and self.runs:
             # How much the adaptive rounds cost: a test runs warmup +
             # rounds times, more when a site was suspect.
@@ -858,4 +988,6 @@ class _Summary:
             return
         if self.leaked:
             self._write_sites(terminalreporter)
+        if self.report_path and not hasattr(self.config, "workerinput"):
+            self._write_json(terminalreporter)
         terminalreporter.write_sep("-", self.summary_line())
