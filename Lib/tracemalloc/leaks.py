@@ -1,8 +1,11 @@
 """Leak checking: run code in rounds, report the allocation sites that grow.
 
 A leak check runs a workload W times to warm up (caches fill, modules get
-imported, strings get interned), then R more times, taking a snapshot of the
-traced memory after each of these rounds.  An allocation site -- the file and
+imported, strings get interned), then R more times, reading after each of
+these rounds the traced memory of every call context (the engine's totals,
+not a snapshot), and E more times when some site is suspect after them, to
+confirm it (adaptive rounds: "Adaptive rounds" in
+Doc/library/tracemalloc.rst).  An allocation site -- the file and
 line that allocated the memory -- leaks when the level of the memory still
 allocated there kept rising over the measured rounds: it rose by at least a
 threshold per round on average, by more than twice the most it ever fell,

@@ -11,15 +11,16 @@ with ``-p tracemalloc.pytest_plugin``.  It does nothing until asked:
   doctests), except those marked ``@pytest.mark.no_tracemalloc_leaks``;
 * ``@pytest.mark.tracemalloc_leaks`` checks one test, or every test of a
   class or module (``pytestmark``); its keyword arguments are those of
-  tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``threshold``,
-  ``min_rounds``, ``nframe``);
+  tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``extend``,
+  ``threshold``, ``min_rounds``, ``nframe``, ``ignore``);
 * ``--tracemalloc-warmup``, ``--tracemalloc-rounds``,
   ``--tracemalloc-threshold`` (a size: ``1000``, ``1K``, ``2MB``) and
   ``--tracemalloc-nframe`` change the defaults, which a marker's arguments
   override; ``--tracemalloc-full-report`` shows every leaking site with its
   whole traceback instead of the top ones.
 
-A checked test runs warmup + rounds times, each run as pytest runs a test:
+A checked test runs warmup + rounds times (warmup + rounds + extend when
+some site is suspect after them), each run as pytest runs a test:
 setup, call, teardown.  Function-scoped fixtures are set up and torn down
 in every round (a fresh tmp_path, monkeypatch undone, caplog emptied), and
 so are unittest's setUp(), tearDown() and cleanups; fixtures of a wider
