@@ -584,7 +584,7 @@ def _run_checked(item, nextitem, options):
         else:
             index = check.planned_rounds
     except leaks.LeakCheckError as error:
-        if reports is None and not dropped:
+        if reports is None:
             # Refused before the first round (tracing is sampling): the
             # test runs once, unchecked, and the reason is its verdict.
             reports = _run_round(item, nextitem, True)
