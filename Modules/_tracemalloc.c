@@ -1568,6 +1568,187 @@ tracemalloc_clear_free_lists(PyObject *module, PyObject *Py_UNUSED(ignored))
 /* Retention paths (who holds objects alive): a file of its own. */
 #include "_tracemalloc_retention.c"
 
+/* ---- issue 31: the live totals per call context, for the leak checker -- */
+
+/* A state: the totals of every (domain, node) with blocks, sorted by
+   (domain, node), and a pin of the tree, which keeps node ids stable
+   (no compaction) until the state is freed. */
+typedef struct {
+    uint32_t generation;
+    size_t ngroups;
+    _PyTraceMalloc_PeakGroup *groups;
+} live_state;
+
+#define LIVE_STATE_NAME "_tracemalloc.live_totals"
+
+static void
+live_state_free(PyObject *capsule)
+{
+    live_state *st = PyCapsule_GetPointer(capsule, LIVE_STATE_NAME);
+    if (st == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    free(st->groups);
+    PyMem_RawFree(st);
+    _PyTraceMalloc_CCTUnpin();
+}
+
+static int
+live_key_compare(const _PyTraceMalloc_PeakGroup *x,
+                 const _PyTraceMalloc_PeakGroup *y)
+{
+    if (x->domain != y->domain) {
+        return x->domain < y->domain ? -1 : 1;
+    }
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Append (domain, frames, size change, count change) to CHANGES. */
+static int
+live_append_change(PyObject *changes, exporter *ex,
+                   const _PyTraceMalloc_PeakGroup *g, long long dsize,
+                   long long dcount)
+{
+    uint32_t total;
+    PyObject *frames = node_frames(ex, g->node, &total);
+    if (frames == NULL) {
+        return -1;
+    }
+    PyObject *item = Py_BuildValue("(INLL)", g->domain, frames, dsize,
+                                   dcount);
+    if (item == NULL) {
+        return -1;
+    }
+    int res = PyList_Append(changes, item);
+    Py_DECREF(item);
+    return res;
+}
+
+/* The changes from OLD (NULL: none) to the totals of NEW, read through
+   EX: a list, or None when node ids changed meaning between them. */
+static PyObject *
+live_changes(const live_state *old, const live_state *new, exporter *ex)
+{
+    if (old == NULL || old->generation != new->generation) {
+        Py_RETURN_NONE;
+    }
+    PyObject *changes = PyList_New(0);
+    if (changes == NULL) {
+        return NULL;
+    }
+    size_t i = 0, j = 0, nold = old->ngroups, nnew = new->ngroups;
+    const _PyTraceMalloc_PeakGroup *a = old->groups, *b = new->groups;
+    while (i < nold || j < nnew) {
+        int order = i >= nold ? 1 : j >= nnew ? -1
+                    : live_key_compare(&a[i], &b[j]);
+        int res = 0;
+        if (order < 0) {            /* no block left */
+            res = live_append_change(changes, ex, &a[i],
+                                     -(long long)a[i].size,
+                                     -(long long)a[i].count);
+            i++;
+        }
+        else if (order > 0) {       /* blocks where there were none */
+            res = live_append_change(changes, ex, &b[j],
+                                     (long long)b[j].size,
+                                     (long long)b[j].count);
+            j++;
+        }
+        else {
+            if (a[i].size != b[j].size || a[i].count != b[j].count) {
+                res = live_append_change(
+                    changes, ex, &b[j],
+                    (long long)b[j].size - (long long)a[i].size,
+                    (long long)b[j].count - (long long)a[i].count);
+            }
+            i++;
+            j++;
+        }
+        if (res < 0) {
+            Py_DECREF(changes);
+            return NULL;
+        }
+    }
+    return changes;
+}
+
+PyDoc_STRVAR(tracemalloc_live_totals_diff__doc__,
+"_live_totals_diff($module, state, /)\n--\n\n"
+"Compare the live totals per call context with STATE; private.\n\n"
+"Return (new_state, changes).  new_state holds the size and block count\n"
+"of every (domain, call context) with blocks now, and keeps the ids of\n"
+"the call contexts stable (no compaction of the tree) as long as it is\n"
+"alive.  changes lists (domain, frames, size change, count change) for\n"
+"each context whose totals differ from those of STATE, a previous\n"
+"new_state; it is None when STATE is None, or when the contexts were\n"
+"renumbered since (clear_traces(), tracing restarted).  The cost is one\n"
+"pass over the call contexts, whatever the number of traces; frames\n"
+"tuples are made for the changed contexts only.");
+
+static PyObject *
+tracemalloc_live_totals_diff(PyObject *module, PyObject *state)
+{
+    const live_state *old = NULL;
+    if (state != Py_None) {
+        old = PyCapsule_GetPointer(state, LIVE_STATE_NAME);
+        if (old == NULL) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError,
+                            "state must be None or a state returned by "
+                            "_live_totals_diff()");
+            return NULL;
+        }
+    }
+    if (!_Py_tracemalloc_config.tracing) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the tracemalloc module must be tracing memory "
+                        "allocations to read the live totals");
+        return NULL;
+    }
+    live_state *st = PyMem_RawCalloc(1, sizeof(*st));
+    if (st == NULL) {
+        return PyErr_NoMemory();
+    }
+    _PyTraceMalloc_CCTView view;
+    PyObject *result = NULL;
+    /* The function's own objects are not the user's memory. */
+    _PyTraceMalloc_SuspendThread();
+    int gc_was_enabled = PyGC_Disable();
+    /* Two pins: the exporter's, released below, and the new state's. */
+    if (_PyTraceMalloc_LiveCopy(&st->groups, &st->ngroups, &st->generation,
+                                &view, 2) < 0) {
+        PyMem_RawFree(st);
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *capsule = PyCapsule_New(st, LIVE_STATE_NAME, live_state_free);
+    if (capsule == NULL) {
+        free(st->groups);
+        PyMem_RawFree(st);
+        _PyTraceMalloc_CCTUnpin();
+        _PyTraceMalloc_CCTUnpin();
+        goto done;
+    }
+    exporter ex;
+    /* The exporter takes one pin over, and releases it in exporter_fini(). */
+    if (exporter_init(&ex, &view, _Py_tracemalloc_config.max_nframe, 0) == 0) {
+        PyObject *changes = live_changes(old, st, &ex);
+        if (changes != NULL) {
+            result = PyTuple_Pack(2, capsule, changes);
+            Py_DECREF(changes);
+        }
+    }
+    exporter_fini(&ex);
+    Py_DECREF(capsule);
+done:
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
@@ -1595,6 +1776,8 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC_GET_TRACED_MEMORY_METHODDEF
     _TRACEMALLOC_RESET_PEAK_METHODDEF
     TRACEMALLOC_RETENTION_METHODDEFS
+    {"_live_totals_diff", tracemalloc_live_totals_diff, METH_O,
+     tracemalloc_live_totals_diff__doc__},
     {NULL, NULL}
 };
 

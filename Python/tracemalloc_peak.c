@@ -429,3 +429,78 @@ peak_renumber(const uint32_t *remap, uint32_t old_count, uint32_t new_count,
                                    tm.peak.domains_mask + 1);
     }
 }
+
+/* ---- issue 31: the live totals, for the leak checker's rounds ---------- */
+
+static int
+live_group_compare(const void *a, const void *b)
+{
+    const _PyTraceMalloc_PeakGroup *x = a, *y = b;
+    if (x->domain != y->domain) {
+        return x->domain < y->domain ? -1 : 1;
+    }
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Every (domain, node) with blocks now, by (domain, node), with the view
+   pinned, in one locked section; *GENERATION is the engine's generation,
+   which changes when node ids may have changed meaning (clear_traces(),
+   a fork; not compaction while a pin is held).  The view is pinned PINS
+   times (1 or 2), each released by a _PyTraceMalloc_CCTUnpin().  Sampling
+   mode: estimates, as for the peak. */
+int
+_PyTraceMalloc_LiveCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
+                        uint32_t *generation, _PyTraceMalloc_CCTView *view,
+                        int pins)
+{
+    int side = engine_lock();
+    size_t n = 0;
+    uint32_t nnodes = tm.peak.peaks != NULL ? tm.tree.nnodes : 0;
+    for (uint32_t id = 0; id < nnodes; id++) {
+        n += tm.peak.peaks[id].totals.live_count != 0;
+    }
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            n += (tm.peak.domains[i].node != UINT32_MAX
+                  && tm.peak.domains[i].totals.live_count != 0);
+        }
+    }
+    _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
+    if (out == NULL) {
+        engine_leave(side);
+        return -1;
+    }
+    size_t k = 0;
+    for (uint32_t id = 0; id < nnodes; id++) {
+        cct_totals *t = &tm.peak.peaks[id].totals;
+        if (t->live_count) {
+            out[k++] = (_PyTraceMalloc_PeakGroup){
+                _PyTraceMalloc_DEFAULT_DOMAIN, id, t->live_size,
+                t->live_count};
+        }
+    }
+    size_t first_other = k;
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            if (e->node != UINT32_MAX && e->totals.live_count) {
+                out[k++] = (_PyTraceMalloc_PeakGroup){
+                    e->domain, e->node, e->totals.live_size,
+                    e->totals.live_count};
+            }
+        }
+    }
+    *generation = tm.generation;
+    for (int pin = 0; pin < pins; pin++) {
+        _PyTraceMalloc_CCTPin_unlocked(view);
+    }
+    engine_leave(side);
+    /* Domain 0 is in node order already; the others are in hash order. */
+    if (k - first_other > 1) {
+        qsort(out + first_other, k - first_other, sizeof(*out),
+              live_group_compare);
+    }
+    *groups = out;
+    *count = k;
+    return 0;
+}

@@ -508,6 +508,13 @@ typedef struct {
 extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
                                    size_t *count,
                                    _PyTraceMalloc_CCTView *view);
+/* The same for what is live now, sorted by (domain, node), and the
+   engine's generation, with VIEW pinned PINS times: node ids keep their
+   meaning while a pin is held and the generation stays the same (the leak
+   checker's rounds, issue 31). */
+extern int _PyTraceMalloc_LiveCopy(_PyTraceMalloc_PeakGroup **groups,
+                                   size_t *count, uint32_t *generation,
+                                   _PyTraceMalloc_CCTView *view, int pins);
 /* The native id of the thread whose call paths NODE belongs to, or 0. */
 extern unsigned long _PyTraceMalloc_NodeThread(
     const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node);

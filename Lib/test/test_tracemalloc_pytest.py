@@ -308,6 +308,109 @@ class MixedFileTest(PytestHarness, unittest.TestCase):
         self.assertNotIn("tracemalloc:", output)
 
 
+SAME_VERDICT_CASES = """\
+import unittest
+
+_kept = []
+_runs = {"count": 0}
+
+
+class StateOnSelf(unittest.TestCase):
+    # A fresh instance per round: what a round leaves on self is gone.
+    def test_it(self):
+        self.assertFalse(hasattr(self, "cache"))
+        self.cache = {"key": bytes(200)}
+        self.calls = [1]
+        self.assertEqual(len(self.calls), 1)
+
+
+class FixtureReleased(unittest.TestCase):
+    def setUp(self):
+        self.buffer = bytearray(20_000)
+        self.addCleanup(setattr, self, "buffer", None)
+
+    def test_it(self):
+        self.buffer[0] = 1
+
+
+class Leaks(unittest.TestCase):
+    def test_it(self):
+        _kept.append(bytes(1000))
+
+
+class FailsInRunTwo(unittest.TestCase):
+    def test_it(self):
+        _runs["count"] += 1
+        self.assertLess(_runs["count"], 2)
+"""
+
+SAME_VERDICT_EXPECTED = {"StateOnSelf": "clean", "FixtureReleased": "clean",
+                         "Leaks": "leak", "FailsInRunTwo": "error"}
+
+
+class SameVerdictTest(PytestHarness, unittest.TestCase):
+    """The same test gets the same verdict through LeakCheckMixin, @no_leaks
+    and the pytest plugin: each round after the first on a fresh TestCase
+    instance (issue 31, item 4)."""
+
+    def unittest_verdicts(self, style):
+        import importlib
+        from tracemalloc.testing import LeakCheckMixin, no_leaks
+        name = f"same_verdict_{style}"
+        self.write(f"{name}.py", SAME_VERDICT_CASES)
+        sys.path.insert(0, self.work)
+        try:
+            module = importlib.import_module(name)
+        finally:
+            sys.path.remove(self.work)
+            sys.modules.pop(name, None)
+        verdicts = {}
+        for case_name in SAME_VERDICT_EXPECTED:
+            base = getattr(module, case_name)
+            if style == "mixin":
+                case = type(case_name, (LeakCheckMixin, base), {})
+            else:
+                case = type(case_name, (base,),
+                            {"test_it": no_leaks(base.test_it)})
+            result = unittest.TestResult()
+            case("test_it").run(result)
+            if result.wasSuccessful():
+                verdicts[case_name] = "clean"
+            elif (result.failures
+                  and "allocation site" in result.failures[0][1]
+                  and "leaked" in result.failures[0][1]):
+                verdicts[case_name] = "leak"
+            else:
+                verdicts[case_name] = "error"
+        return verdicts
+
+    def pytest_verdicts(self):
+        self.write("test_same_verdict.py", SAME_VERDICT_CASES)
+        returncode, output = self.run_pytest("--tracemalloc-leaks", "-rA",
+                                             "test_same_verdict.py")
+        verdicts = {}
+        for case_name in SAME_VERDICT_EXPECTED:
+            nodeid = f"test_same_verdict.py::{case_name}::test_it"
+            if f"PASSED {nodeid}" in output:
+                verdicts[case_name] = "clean"
+            elif (f"FAILED {nodeid}" in output
+                  and f"tracemalloc: {nodeid}: 1 allocation site leaked"
+                  in output):
+                verdicts[case_name] = "leak"
+            else:
+                verdicts[case_name] = "error"
+        return verdicts, output
+
+    def test_mixin_decorator_and_plugin_agree(self):
+        plugin, output = self.pytest_verdicts()
+        self.assertEqual(plugin, SAME_VERDICT_EXPECTED, output)
+        self.assertIn("failed in run 2", output)
+        for style in ("mixin", "decorator"):
+            with self.subTest(style=style):
+                self.assertEqual(self.unittest_verdicts(style),
+                                 SAME_VERDICT_EXPECTED)
+
+
 class ItemKindsTest(PytestHarness, unittest.TestCase):
     """Each kind of item pytest collects, checked alone."""
 
@@ -319,7 +422,7 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
             _kept = []
 
             class Case(unittest.TestCase):
-                @pytest.mark.tracemalloc_leaks(rounds=4)
+                @pytest.mark.tracemalloc_leaks(rounds=4, extend=0)
                 def test_leak(self):
                     _kept.append(bytes(1500))  # LEAK
 
@@ -364,8 +467,10 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
             def test_counts():
                 assert calls == dict.fromkeys(calls, 7), calls
             """)
-        returncode, output = self.run_pytest("--tracemalloc-leaks",
-                                             "test_case.py")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-warmup=2",
+            "--tracemalloc-rounds=5", "--tracemalloc-extend=0",
+            "test_case.py")
         self.assertEqual(returncode, 0, output)
         self.assertEqual(self.summary(output),
                          {"checked": 1, "leaked": 0, "not_checked": 1,
@@ -531,7 +636,8 @@ class FixtureRoundsTest(PytestHarness, unittest.TestCase):
             "test_fixtures.py::test_uses_both", "test_fixtures.py::test_events",
             "-k", "uses_both or events",
             "-o", "python_files=test_*.py",
-            "--tracemalloc-leaks", "--tracemalloc-rounds=5")
+            "--tracemalloc-leaks", "--tracemalloc-warmup=2",
+            "--tracemalloc-rounds=5", "--tracemalloc-extend=0")
         self.assertEqual(returncode, 0, output)
         self.assertEqual(self.summary(output)["checked"], 2)
 
@@ -737,6 +843,9 @@ class OptionsTest(PytestHarness, unittest.TestCase):
                                               start))
         message = output[start:end].splitlines()
         self.assertLessEqual(len(message), 36, "\n".join(message))
+        # The title counts every leaking site, not the 3 shown.
+        self.assertIn("tracemalloc: test_many.py::test_many: 6 allocation "
+                      "sites leaked", message[0])
         self.assertIn("3 other leaking sites", output)
         sites = self.failures(output)["test_many"]
         self.assertEqual(len(sites), 3)
@@ -751,6 +860,161 @@ class OptionsTest(PytestHarness, unittest.TestCase):
             "test_many.py")
         self.assertEqual(len(self.failures(output)["test_many"]), 6)
         self.assertIn("_pytest", output)
+
+
+class SessionOutputTest(PytestHarness, unittest.TestCase):
+    """The session's output fits a CI log (issue 31, item 5)."""
+
+    LEAKY = """\
+        import pytest
+
+        _kept = []
+
+        def keep(size):
+            _kept.append(bytearray(size))      # the shared site
+
+        @pytest.mark.parametrize("n", range(14))
+        def test_shared(n):
+            keep(1000 + n)
+
+        def test_own():
+            _kept.append(bytes(3000))          # its own site
+        """
+
+    def test_summary_by_site_and_capped(self):
+        self.write("test_leaky.py", self.LEAKY)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_leaky.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 15)
+        # Past 10 leaking tests, a failure message is its title and first
+        # site only.
+        self.assertEqual(output.count("(message cut: 10 leaking tests of "
+                                      "this session were reported in full"),
+                         5, output)
+        section = output[output.index("tracemalloc: 15 leaking tests, by "
+                                      "first leaking site"):]
+        section = section[:section.index("short test summary info")]
+        lines = section.splitlines()[1:]
+        # One entry per site, the tests that share it named after it (3
+        # of them, past the cap), not one line per test.
+        sites = [line for line in lines if SITE_LINE.match(line)]
+        self.assertEqual(len(sites), 2, section)
+        self.assertIn("first site of 14 tests: test_leaky.py::"
+                      "test_shared[0], test_leaky.py::test_shared[1], "
+                      "test_leaky.py::test_shared[2] and 11 more", section)
+        self.assertIn("first site of 1 test: test_leaky.py::test_own",
+                      section)
+        self.assertLess(len(lines), 10, section)
+
+        # No cap: every message whole, every test named.
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-max-reports=0",
+            "test_leaky.py")
+        self.assertNotIn("message cut", output)
+        self.assertIn("test_leaky.py::test_shared[13]", output[
+            output.index("by first leaking site"):])
+
+
+class IgnoreAndJSONTest(PytestHarness, unittest.TestCase):
+    """Known leaks written down once, counted (issue 31 item 7), and the
+    results as JSON (item 8)."""
+
+    FILES = {
+        "pkg/__init__.py": "",
+        "pkg/cache.py": """\
+            _cache = []
+
+            def remember(value):
+                _cache.append(bytes(value))    # a known leak
+            """,
+        "test_known.py": """\
+            import pytest
+            from pkg import cache
+
+            _kept = []
+
+            def test_known():
+                cache.remember(1000)
+
+            def test_new():
+                _kept.append(bytes(2000))      # a new leak
+
+            @pytest.mark.tracemalloc_leaks(ignore=["*test_known.py:*"])
+            def test_marked():
+                _kept.append(bytes(3000))
+            """,
+    }
+
+    def setUp(self):
+        super().setUp()
+        os.mkdir(os.path.join(self.work, "pkg"))
+        for name, text in self.FILES.items():
+            self.write(name, text)
+
+    def test_ignore_option_marker_and_pyproject(self):
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-ignore", "pkg/cache.py:*",
+            "test_known.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 1, output)
+        self.assertIn("FAILED test_known.py::test_new", output)
+        # Counted in the session line, each pattern with its sites.
+        self.assertIn("; 2 leaking sites ignored (*test_known.py:*: 1, "
+                      "pkg/cache.py:*: 1)", output)
+        # Without the option, the known leak fails its test.
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_known.py")
+        self.assertEqual(self.summary(output)["leaked"], 2, output)
+        # The same pattern, written down once in pyproject.toml.
+        self.write("pyproject.toml", """\
+            [tool.tracemalloc]
+            ignore = ["pkg/cache.py:*"]
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_known.py")
+        self.assertEqual(self.summary(output)["leaked"], 1, output)
+        self.assertIn("pkg/cache.py:*: 1", output)
+        self.write("pyproject.toml", """\
+            [tool.tracemalloc]
+            ignore = "pkg/cache.py:*"
+            """)
+        returncode, output = self.run_pytest("--tracemalloc-leaks",
+                                             "test_known.py")
+        self.assertNotEqual(returncode, 0, output)
+        self.assertIn("ignore must be a list of patterns", output)
+
+    def test_json_report(self):
+        import json
+        path = os.path.join(self.directory, "report.json")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", f"--tracemalloc-report={path}",
+            "--tracemalloc-ignore", "pkg/cache.py:*", "test_known.py")
+        self.assertEqual(returncode, 1, output)
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+        self.assertEqual(data["schema"], "tracemalloc-pytest-report")
+        self.assertEqual(data["version"], 1)
+        self.assertEqual(data["summary"]["checked"], 3)
+        self.assertEqual(data["summary"]["leaked"], 1)
+        self.assertEqual(data["summary"]["ignored"],
+                         {"pkg/cache.py:*": 1, "*test_known.py:*": 1})
+        tests = {test["nodeid"]: test for test in data["tests"]}
+        new = tests["test_known.py::test_new"]
+        self.assertEqual(new["verdict"], "leaked")
+        self.assertEqual(new["runs"], new["report"]["warmup"]
+                         + new["report"]["rounds"])
+        site = new["report"]["sites"][0]
+        self.assertEqual((os.path.basename(site["filename"]),
+                          site["lineno"]), ("test_known.py", 10))
+        self.assertEqual(len(site["sizes"]), new["report"]["rounds"])
+        self.assertGreaterEqual(min(site["sizes"]), 2000)
+        self.assertEqual(site["traceback"][0][1], 10)   # most recent first
+        known = tests["test_known.py::test_known"]
+        self.assertEqual(known["verdict"], "checked")
+        self.assertEqual(known["report"]["ignored"][0]["pattern"],
+                         "pkg/cache.py:*")
+        self.assertIn("JSON report written to", output)
 
 
 class EntryPointTest(PytestHarness, unittest.TestCase):

@@ -29,6 +29,7 @@ first run).  `make test-real-suites` runs this file alone.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -319,6 +320,59 @@ class RealSuiteTest(PytestHarness):
                 [self.source, self.site])})
         self.assertEqual(process.returncode, 1, process.stdout)
         self.assertPlantedFirst(process.stdout, path, lineno)
+
+
+    def test_mixin_agrees_with_plugin(self):
+        # The clean class, through LeakCheckMixin and through the plugin:
+        # the same verdict for each of its tests (issue 31, item 4).
+        project = self.project
+        if project.unittest_case is None:
+            self.skipTest(f"{project.package}'s tests are not "
+                          f"unittest.TestCase classes")
+        module, _, name = project.unittest_case.partition(":")
+        path = module.replace(".", "/") + ".py"
+        excluded = {nodeid.rpartition("::")[2]
+                    for nodeid in project.exclusions
+                    if nodeid.startswith(f"{path}::{name}::")}
+        deselect = []
+        for nodeid in project.exclusions:
+            deselect += ["--deselect", nodeid]
+        returncode, output = self.pytest_in_source(
+            "-rA", "--tracemalloc-leaks", *deselect, f"{path}::{name}")
+        plugin = {}
+        for line in output.splitlines():
+            match = re.match(rf"(PASSED|FAILED|ERROR) {re.escape(path)}::"
+                             rf"{name}::(\w+)", line)
+            if match:
+                plugin[match[2]] = match[1] == "PASSED"
+        self.assertTrue(plugin, output)
+        script = textwrap.dedent(f"""\
+            import sys
+            import unittest
+            from tracemalloc.testing import LeakCheckMixin
+            from {module} import {name} as Case
+
+            class Checked(LeakCheckMixin, Case):
+                pass
+
+            suite = unittest.TestSuite(
+                Checked(test) for test in
+                unittest.defaultTestLoader.getTestCaseNames(Checked)
+                if test not in {sorted(excluded)!r})
+            result = unittest.TextTestRunner(verbosity=2).run(suite)
+            sys.exit(0 if result.wasSuccessful() else 1)
+            """)
+        process = subprocess.run(
+            [sys.executable, "-c", script], cwd=self.source,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                [self.source, self.site])})
+        mixin = {}
+        for line in process.stdout.splitlines():
+            match = re.match(r"(\w+) \(.*\) \.\.\. (\w+)", line)
+            if match:
+                mixin[match[1]] = match[2] == "ok"
+        self.assertEqual(mixin, plugin, process.stdout + output)
 
 
 def _test_class(project):

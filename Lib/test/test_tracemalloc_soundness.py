@@ -303,7 +303,7 @@ def work():
         kept.append((A, A))
 
 tracemalloc.start(5)
-report = leaks.check(work, warmup=2, rounds=5)
+report = leaks.check(work, warmup=2, rounds=5, extend=0)
 site, = [s for s in report.sites if s.lineno == 9]
 print(site.counts)
 """

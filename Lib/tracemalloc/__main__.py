@@ -660,6 +660,22 @@ def _leaks_parser():
         "--rounds", type=_positive_int, default=leaks.DEFAULT_ROUNDS,
         metavar="R", help="measured rounds (default: %(default)s)")
     parser.add_argument(
+        "--extend", type=_non_negative_int, default=leaks.DEFAULT_EXTEND,
+        metavar="E",
+        help="rounds added when some site looks like a leak after the "
+             "measured rounds; a site leaks only if these confirm it "
+             "(0: none; default: %(default)s)")
+    parser.add_argument(
+        "--ignore", action="append", default=[], metavar="PATTERN",
+        help="leave out the leaking sites that match PATTERN, an fnmatch "
+             "pattern of FILE:LINE or FILE ('pkg/cache.py:*'); repeatable; "
+             "the report counts them")
+    parser.add_argument(
+        "--json", action="store_true",
+        help="print the report as JSON on standard output (schema: 'JSON "
+             "reports' in the tracemalloc docs), besides the text report on "
+             "standard error")
+    parser.add_argument(
         "--min-rounds", type=_positive_int, default=None, metavar="K",
         help="a leaking site must also have grown in at least K of the "
              "R rounds (default: no such requirement beyond the verdict "
@@ -742,13 +758,20 @@ class _Progress:
         self._round += 1
         self._update()
 
+    # A callable giving the rounds planned now (LeakCheck.planned_rounds:
+    # the check adds rounds when a site is suspect), or None.
+    planned = None
+
     def _text(self, seconds):
         number = self._round
         total = self._warmup + self._rounds
+        if self.planned is not None:
+            total = max(total, self.planned())
         if number <= self._warmup:
             phase = f"warm-up {number} of {self._warmup}"
         else:
-            phase = f"measured {number - self._warmup} of {self._rounds}"
+            phase = (f"measured {number - self._warmup} of "
+                     f"{total - self._warmup}")
         return (f"tracemalloc: {self._title}: round {number} of {total} "
                 f"({phase}), {seconds} s elapsed")
 
@@ -909,6 +932,8 @@ def command_leaks(argv):
 
     _ensure_tracing(parser, options.nframe)
     check = leaks.LeakCheck(warmup=options.warmup, rounds=options.rounds,
+                            extend=options.extend,
+                            ignore=options.ignore,
                             threshold=options.threshold,
                             min_rounds=options.min_rounds, title=target,
                             keep_snapshots=bool(options.html))
@@ -921,6 +946,7 @@ def command_leaks(argv):
     if not options.quiet:
         progress = _Progress(target, options.warmup, options.rounds,
                              report_file, PROGRESS_DELAY)
+        progress.planned = lambda: check.planned_rounds
         func = _round_counter(func, progress)
     try:
         report = check.run(func)
@@ -944,6 +970,11 @@ def command_leaks(argv):
         if progress is not None:
             progress.stop()
     print(report.format(limit=options.limit), file=report_file, flush=True)
+    if options.json:
+        import json
+        json.dump(dict(report.as_dict(), schema="tracemalloc-leak-report",
+                       version=1), sys.stdout, indent=1)
+        print(flush=True)
     if options.html:
         # The graph shows the target's call paths, from the target's code
         # down: not the checker's or runpy's frames above them, nor what

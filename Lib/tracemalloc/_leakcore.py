@@ -24,6 +24,10 @@ only them:
   LeakCheckError            no verdict (tracing stopped, check unfinished)
   Recorder                  the per-site growth over a check's snapshots,
                             which can be packed into bytes between rounds
+  LiveRecorder              the per-site growth over a check's rounds, read
+                            from the engine's live totals per call context
+                            (no snapshot); adaptive rounds (suspects())
+  live_totals_available()   whether the engine gives the live totals
   workload_totals(...)      {(domain, frames): [size, count]} of one
                             snapshot's traces that are the workload's
   LeakSite, LeakReport      the results (public in tracemalloc.leaks)
@@ -656,11 +660,229 @@ class Recorder:
         return best
 
 
+def _still_rising(sizes):
+    """Whether the level that *sizes* build still rose in the last third
+    of the rounds: its highest level there is above every level before.
+    A bounded cache that fills more slowly than the warm-up rises at
+    first and then stays flat; a leak goes on rising."""
+    levels = [0]
+    for size in sizes:
+        levels.append(levels[-1] + size)
+    count = len(levels)
+    start = (2 * count + 1) // 3
+    if start >= count or start == 0:
+        return True
+    return max(levels[start:]) > max(levels[:start])
+
+
+def is_suspect(sizes, counts=None, threshold=1):
+    """Whether the growth *sizes* of a site over the screening rounds may
+    be a leak, and needs more rounds to tell: it leaks by is_leak(), or
+    it rose (by at least *threshold* bytes per round on average, by more
+    than twice its largest fall) and grew in at least two rounds.  A step
+    made once is not suspect; a leak in every other round is, whatever its
+    phase, over 4 rounds or more."""
+    if is_leak(sizes, counts, threshold):
+        return True
+    rise, fall, _ = _rise_and_fall(sizes)
+    if rise <= 0 or rise < threshold * len(sizes) or rise <= 2 * fall:
+        return False
+    return sum(1 for size in sizes if size > 0) >= 2
+
+
+def ignore_pattern(filename, lineno, patterns):
+    """The first of *patterns* (fnmatch patterns of "FILE:LINE", or of
+    "FILE" alone) that the site *filename*:*lineno* matches, or None.  A
+    relative pattern also matches at the end of an absolute path:
+    "pkg/cache.py:*" matches "/src/pkg/cache.py:12"."""
+    import fnmatch
+    location = f"{filename}:{lineno}"
+    for pattern in patterns:
+        target = location if ":" in pattern else filename
+        if fnmatch.fnmatchcase(target, pattern):
+            return pattern
+        if not os.path.isabs(pattern) and fnmatch.fnmatchcase(
+                target, "*/" + pattern):
+            return pattern
+    return None
+
+
+def live_totals_available():
+    """Whether the engine gives the live totals per call context."""
+    import _tracemalloc
+    return hasattr(_tracemalloc, '_live_totals_diff')
+
+
+class LiveRecorder:
+    """The growth of each traceback over the rounds of a check, read from
+    the engine's live totals per call context.
+
+    record() compares the totals with those of the previous call, in C:
+    one pass over the call contexts, however many traces the process
+    holds, and Python code only for the contexts whose totals changed
+    (a few per round).  No snapshot is taken.  When the engine renumbered
+    its call contexts between two calls (compaction, which a growing
+    process triggers now and then), the growth of that round cannot be
+    told: record() returns False, the rounds measured so far are dropped,
+    and the current totals are the new base.
+    """
+
+    def __init__(self):
+        import _tracemalloc
+        self._diff = _tracemalloc._live_totals_diff
+        self._state = None
+        self._measured = 0
+        self._changes = {}          # {(domain, frames): {round: (s, c)}}
+        self._canonical = {}        # frames -> the first equal frames
+        self._owned = {}            # frames -> is it the workload's?
+        self._round_sizes = []
+        self._round_counts = []
+        self.restarts = 0
+
+    @property
+    def measured(self):
+        """How many measured rounds were recorded."""
+        return self._measured
+
+    def record(self, ownership):
+        """Record the totals now: the base at the first call, a measured
+        round after.  Return False when the round could not be measured
+        (see the class), True otherwise."""
+        first = self._state is None
+        self._state, changes = self._diff(self._state)
+        if first:
+            return True
+        if changes is None:
+            self._changes = {}
+            self._round_sizes = []
+            self._round_counts = []
+            self._measured = 0
+            self.restarts += 1
+            return False
+        index = self._measured
+        canonical = self._canonical
+        owned = self._owned
+        total_size = total_count = 0
+        for domain, frames, size, count in changes:
+            frames = canonical.setdefault(frames, frames)
+            workload = owned.get(frames)
+            if workload is None:
+                workload = owned[frames] = ownership.is_workload(frames)
+            if not workload:
+                continue
+            key = (domain, frames)
+            rounds = self._changes.get(key)
+            if rounds is None:
+                rounds = self._changes[key] = {}
+            old = rounds.get(index)
+            if old is not None:         # equal frames, two contexts
+                size += old[0]
+                count += old[1]
+            rounds[index] = (size, count)
+            total_size += size if old is None else size - old[0]
+            total_count += count if old is None else count - old[1]
+        self._round_sizes.append(total_size)
+        self._round_counts.append(total_count)
+        self._measured += 1
+        return True
+
+    def _series(self, start=0):
+        """{(domain, frames): (sizes, counts)} over the measured rounds
+        from *start*, and {site: (sizes, counts)}."""
+        rounds = range(start, self._measured)
+        tracebacks = {}
+        sites = {}
+        for key, changes in self._changes.items():
+            sizes = [changes.get(index, (0, 0))[0] for index in rounds]
+            counts = [changes.get(index, (0, 0))[1] for index in rounds]
+            if not any(sizes) and not any(counts):
+                continue
+            tracebacks[key] = (sizes, counts)
+            site = _site_of(key[1])
+            total = sites.get(site)
+            if total is None:
+                sites[site] = (list(sizes), list(counts))
+            else:
+                for column, values in zip(total, (sizes, counts)):
+                    for index, value in enumerate(values):
+                        column[index] += value
+        return tracebacks, sites
+
+    def suspects(self, threshold):
+        """The sites (and sites through one of their tracebacks) whose
+        growth over the measured rounds is_suspect()."""
+        tracebacks, sites = self._series()
+        found = {site for site, (sizes, counts) in sites.items()
+                 if is_suspect(sizes, counts, threshold)}
+        found.update(_site_of(key[1])
+                     for key, (sizes, counts) in tracebacks.items()
+                     if is_suspect(sizes, counts, threshold))
+        return found
+
+    def report(self, *, warmup, threshold, min_rounds, traceback_limit,
+               title=None, directories=(), confirm=False, extended=0):
+        """Return the LeakReport, as Recorder.report() does; with
+        *confirm*, a site leaks only if its level still rose in the last
+        third of the rounds too (_still_rising())."""
+        rounds = self._measured
+        tracebacks, sites = self._series()
+
+        def leaks(sizes, counts):
+            return (is_leak(sizes, counts, threshold, min_rounds)
+                    and (not confirm or _still_rising(sizes)))
+
+        leaking_tracebacks = {}
+        for key, (sizes, counts) in tracebacks.items():
+            if leaks(sizes, counts):
+                leaking_tracebacks.setdefault(_site_of(key[1]), []).append(
+                    (key, sizes, counts))
+        result = []
+        for site, (sizes, counts) in sites.items():
+            leaking = leaking_tracebacks.get(site)
+            if leaks(sizes, counts):
+                domain, frames = max(
+                    (key for key in tracebacks if _site_of(key[1]) == site),
+                    key=lambda key: sum(tracebacks[key][0]))
+            elif leaking and _not_given_back(sizes, counts, leaking):
+                sizes = [sum(column) for column
+                         in zip(*(entry[1] for entry in leaking))]
+                counts = [sum(column) for column
+                          in zip(*(entry[2] for entry in leaking))]
+                domain, frames = max(leaking,
+                                     key=lambda entry: sum(entry[1]))[0]
+            else:
+                continue
+            traceback = strip_tool_frames(Traceback(frames), directories)
+            result.append(LeakSite(site[0], site[1], sizes, counts,
+                                   traceback, domain))
+        result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+        return LeakReport(result, warmup=warmup, rounds=rounds,
+                          threshold=threshold, min_rounds=min_rounds,
+                          traceback_limit=traceback_limit,
+                          sizes=self._round_sizes[:rounds],
+                          counts=self._round_counts[:rounds], title=title,
+                          extended=extended)
+
+
 # --------------------------------------------------------------------------
 # Results (public as tracemalloc.leaks.LeakSite and LeakReport)
 
 def _plural(count, word):
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _per_round_count(count, rounds):
+    """(blocks per round, exact): a whole number of blocks, the nearest to
+    *count* / *rounds* (at least 1 when *count* is positive), and whether
+    it is exact.  A site grows by whole objects; a mean such as 1.2 is
+    said as "1, about" rather than as a fraction of an object."""
+    whole, rest = divmod(count, rounds)
+    if not rest:
+        return whole, True
+    nearest = round(count / rounds)
+    if count > 0 and nearest < 1:
+        nearest = 1
+    return nearest, False
 
 
 class LeakSite:
@@ -703,6 +925,21 @@ class LeakSite:
         return (f"<LeakSite {self.filename}:{self.lineno} "
                 f"sizes={self.sizes} counts={self.counts}>")
 
+    def as_dict(self):
+        """The site as JSON-ready data (the schema of the JSON reports)."""
+        return {
+            "filename": self.filename,
+            "lineno": self.lineno,
+            "domain": self.domain,
+            "size": self.size,
+            "count": self.count,
+            "sizes": list(self.sizes),
+            "counts": list(self.counts),
+            "rounds_grown": self.rounds_grown,
+            "traceback": [[frame.filename, frame.lineno]
+                          for frame in reversed(self.traceback)],
+        }
+
     def format(self, frames=None):
         """Return the site's report as a list of lines, without newlines.
 
@@ -713,14 +950,13 @@ class LeakSite:
         import linecache
         rounds = len(self.sizes)
         per_round_size = format_size(self.size / rounds)
-        per_round_count = self.count / rounds
-        if per_round_count == int(per_round_count):
-            per_round_count = int(per_round_count)
-        else:
-            per_round_count = f"{per_round_count:.1f}"
+        per_round_count, exact = _per_round_count(self.count, rounds)
         line = (f"{self.filename}:{self.lineno}: size={per_round_size}, "
-                f"count={per_round_count} per round (grew in "
-                f"{self.rounds_grown} of {rounds} rounds")
+                f"count={per_round_count} per round (")
+        if not exact:
+            line += (f"about: {_plural(self.count, 'block')} in "
+                     f"{_plural(rounds, 'round')}; ")
+        line += f"grew in {self.rounds_grown} of {rounds} rounds"
         if self.domain:
             line += f", domain {self.domain}"
         lines = [line + ")"]
@@ -761,8 +997,10 @@ class LeakReport:
     __module__ = 'tracemalloc.leaks'
 
     def __init__(self, sites, *, warmup, rounds, threshold, min_rounds,
-                 traceback_limit, sizes, counts, title=None):
+                 traceback_limit, sizes, counts, title=None, extended=0):
         self.sites = sites
+        self.extended = extended
+        self.ignored = []           # (pattern, LeakSite) left out
         self.warmup = warmup
         self.rounds = rounds
         self.threshold = threshold
@@ -786,6 +1024,25 @@ class LeakReport:
     def __str__(self):
         return self.format()
 
+    def as_dict(self):
+        """The report as JSON-ready data: see "JSON reports" in
+        Doc/library/tracemalloc.rst for the schema."""
+        return {
+            "title": self.title,
+            "leaked": bool(self.sites),
+            "warmup": self.warmup,
+            "rounds": self.rounds,
+            "extended": self.extended,
+            "threshold": self.threshold,
+            "min_rounds": self.min_rounds,
+            "traceback_limit": self.traceback_limit,
+            "sizes": list(self.sizes),
+            "counts": list(self.counts),
+            "sites": [site.as_dict() for site in self.sites],
+            "ignored": [dict(site.as_dict(), pattern=pattern)
+                        for pattern, site in self.ignored],
+        }
+
     def format(self, limit=10, frames=None, more=None):
         """Return the report as text: a summary line, then up to *limit*
         sites (None: all), each starting with a FILE:LINE: line and
@@ -796,6 +1053,12 @@ class LeakReport:
         what = f"{self.title}: " if self.title else ""
         rounds = _plural(self.rounds, 'round')
         warmup = _plural(self.warmup, 'warm-up round')
+        if self.extended:
+            warmup += (f"; {self.extended} of them added to confirm a "
+                       f"suspect site")
+        if self.ignored:
+            warmup += (f"; {_plural(len(self.ignored), 'leaking site')} "
+                       f"ignored by pattern")
         if not self.sites:
             return (f"tracemalloc: {what}no allocation site grew over "
                     f"{rounds} (after {warmup})")

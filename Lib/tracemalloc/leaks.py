@@ -1,8 +1,11 @@
 """Leak checking: run code in rounds, report the allocation sites that grow.
 
 A leak check runs a workload W times to warm up (caches fill, modules get
-imported, strings get interned), then R more times, taking a snapshot of the
-traced memory after each of these rounds.  An allocation site -- the file and
+imported, strings get interned), then R more times, reading after each of
+these rounds the traced memory of every call context (the engine's totals,
+not a snapshot), and E more times when some site is suspect after them, to
+confirm it (adaptive rounds: "Adaptive rounds" in
+Doc/library/tracemalloc.rst).  An allocation site -- the file and
 line that allocated the memory -- leaks when the level of the memory still
 allocated there kept rising over the measured rounds: it rose by at least a
 threshold per round on average, by more than twice the most it ever fell,
@@ -52,13 +55,20 @@ from tracemalloc._leakcore import (DEFAULT_NFRAME, LeakCheckError,
 
 __all__ = ['check', 'assert_no_leaks', 'clear_caches', 'LeakCheck',
            'LeakReport', 'LeakSite', 'LeakError', 'LeakCheckError',
-           'DEFAULT_WARMUP', 'DEFAULT_ROUNDS', 'DEFAULT_THRESHOLD',
+           'DEFAULT_WARMUP', 'DEFAULT_ROUNDS', 'DEFAULT_EXTEND',
+           'DEFAULT_THRESHOLD',
            'DEFAULT_NFRAME']
 
-DEFAULT_WARMUP = 2
-DEFAULT_ROUNDS = 5
+DEFAULT_WARMUP = 1
+DEFAULT_ROUNDS = 4              # screening rounds: enough when nothing
+                                # looks like a leak (4: a leak in every
+                                # other round grows twice, a step once)
+DEFAULT_EXTEND = 8              # rounds added when some site is suspect
 DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
 MAX_NFRAME = 65535              # the most frames tracemalloc.start() takes
+# How many times a check measures again from a new base when the engine
+# renumbered its call contexts during a round (see _leakcore.LiveRecorder).
+MAX_RESTARTS = 3
 
 
 class LeakError(AssertionError):
@@ -146,6 +156,14 @@ class LeakCheck:
     The check raises LeakCheckError, with no verdict, when tracing was
     stopped, cleared (clear_traces()) or restarted while it ran.
 
+    *extend* rounds are added when some site is suspect after the *rounds*
+    (see "Adaptive rounds" in Doc/library/tracemalloc.rst); 0: never.
+    With *freeze* true, the objects alive when the check starts are frozen
+    (gc.freeze()) until it ends, so that its collections walk only what
+    was made since.  *ignore* lists fnmatch patterns of "FILE:LINE" (or
+    "FILE"): a leaking site that matches one is left out of the report's
+    sites, and listed in its *ignored* attribute with the pattern.
+
     *harness_directories* names the directories of a harness that runs
     the workload with threads of its own (pytest-xdist's execnet, which
     receives messages from its controller while a test runs): an
@@ -162,11 +180,14 @@ class LeakCheck:
     def __init__(self, *, warmup=DEFAULT_WARMUP, rounds=DEFAULT_ROUNDS,
                  threshold=DEFAULT_THRESHOLD, min_rounds=None,
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
-                 keep_snapshots=False, harness_directories=()):
+                 keep_snapshots=False, harness_directories=(),
+                 extend=DEFAULT_EXTEND, freeze=True, ignore=()):
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
             raise ValueError("rounds must be >= 1")
+        if extend < 0:
+            raise ValueError("extend must be >= 0")
         if min_rounds is None:
             min_rounds = 1
         if not 1 <= min_rounds <= rounds:
@@ -177,22 +198,43 @@ class LeakCheck:
             raise ValueError(f"nframe must be between 1 and {MAX_NFRAME}")
         self.warmup = warmup
         self.rounds = rounds
+        self.extend = extend
         self.threshold = threshold
         self.min_rounds = min_rounds
         self.nframe = nframe
         self.cleanup = cleanup
         self.title = title
         self.keep_snapshots = keep_snapshots
+        self.freeze = freeze
+        if isinstance(ignore, str):
+            ignore = (ignore,)
+        ignore = tuple(ignore)
+        if not all(isinstance(pattern, str) and pattern
+                   for pattern in ignore):
+            raise ValueError("ignore must be a list of patterns (non-empty "
+                             "strings such as 'pkg/cache.py:*')")
+        self.ignore = ignore
         self.harness_directories = tuple(harness_directories)
         self.first_snapshot = self.last_snapshot = None
         self.report = None
+        self.extended = False
         self._iterator = None
         self._started_tracing = False
+        self._base_index = -1
+        self._target = rounds
+
+    @property
+    def planned_rounds(self):
+        """How many times the workload runs, as planned now: warmup +
+        rounds at first, extend more once a site is suspect (and more
+        again when the check had to measure from a new base)."""
+        return self._base_index + 1 + self._target
 
     # Running
 
     def run(self, func):
-        """Run *func()* warmup + rounds times; return the LeakReport.
+        """Run *func()* warmup + rounds times, or extend times more when a
+        site is suspect after them; return the LeakReport.
 
         A coroutine function runs to completion in each round, with
         asyncio.run(); a generator function or an asynchronous generator
@@ -202,9 +244,11 @@ class LeakCheck:
         func = _completing(func)
         try:
             self._begin()
-            for index in range(self.warmup + self.rounds):
+            index = 0
+            while index < self.planned_rounds:
                 _leakcore.call_workload(func)
                 self._end_round(index)
+                index += 1
             self.report = self._finish()
         finally:
             self._stop_tracing()
@@ -219,9 +263,11 @@ class LeakCheck:
     def _iterate(self):
         try:
             self._begin()
-            for index in range(self.warmup + self.rounds):
+            index = 0
+            while index < self.planned_rounds:
                 yield index
                 self._end_round(index)
+                index += 1
             self.report = self._finish()
         finally:
             self._stop_tracing()
@@ -246,25 +292,35 @@ class LeakCheck:
 
     def _begin(self):
         self.report = None
+        self.extended = False
+        self._base_index = -1
+        self._target = self.rounds
         if not tracemalloc.is_tracing():
             tracemalloc.start(self.nframe)
             self._started_tracing = True
         self._guard = _leakcore.TracingGuard()
         self._ownership = _leakcore.Ownership(self.harness_directories)
-        self._recorder = _leakcore.Recorder(self.rounds)
+        self._freeze()
+        if _leakcore.live_totals_available():
+            self._recorder = _leakcore.LiveRecorder()
+        else:
+            # No live totals: a snapshot per round, and no extension.
+            self._recorder = _leakcore.Recorder(self.rounds)
         if self.warmup == 0:
-            self._snapshot()
+            self._snapshot(-1)
+        else:
+            self._base_index = self.warmup - 1
 
     def _end_round(self, index):
         if index >= self.warmup - 1:
-            self._snapshot()
+            self._snapshot(index)
         else:
             # As after a snapshot: a warm-up round must replace untraced
             # blocks as a measured round does (the free lists would hand
             # the same untraced blocks back at each warm-up round).
             _leakcore.clear_free_lists()
 
-    def _snapshot(self):
+    def _snapshot(self, index):
         self._guard.check()
         if self.cleanup:
             clear_caches()
@@ -282,38 +338,94 @@ class LeakCheck:
         gc.disable()
         try:
             self._guard.check()
-            traces = tracemalloc._get_traces()
             if self.keep_snapshots:
+                traces = tracemalloc._get_traces()
                 is_workload = self._ownership.is_workload
                 snapshot = tracemalloc.Snapshot(
                     [trace for trace in traces if is_workload(trace[2])],
                     tracemalloc.get_traceback_limit())
+                del traces
                 if self.first_snapshot is None:
                     self.first_snapshot = snapshot
                 self.last_snapshot = snapshot
-            # The raw traces are dropped before the next round: only the
-            # recorder's totals stay alive between rounds.
-            self._recorder.record(self._ownership, traces)
-            del traces
-            # Freed, the untraced trace tuples went to the free lists,
-            # where the next round's objects would take them untraced.
+                del snapshot
+            recorder = self._recorder
+            if isinstance(recorder, _leakcore.LiveRecorder):
+                if not recorder.record(self._ownership):
+                    # Call contexts renumbered: measure again from here.
+                    if recorder.restarts > MAX_RESTARTS:
+                        raise LeakCheckError(
+                            f"tracemalloc renumbered its call contexts "
+                            f"during {recorder.restarts} rounds of the "
+                            f"leak check: no verdict")
+                    self._base_index = index
+                    if self.keep_snapshots:
+                        self.first_snapshot = self.last_snapshot
+                elif (not self.extended and self.extend
+                        and recorder.measured == self.rounds
+                        and self._suspects(recorder)):
+                    # Some site may leak: more rounds to tell.
+                    self.extended = True
+                    self._target = self.rounds + self.extend
+            else:
+                # The raw traces are dropped before the next round: only
+                # the recorder's totals stay alive between rounds.
+                traces = tracemalloc._get_traces()
+                recorder.record(self._ownership, traces)
+                del traces
+            # Freed, the checker's untraced objects (trace tuples, the
+            # changes of the round) went to the free lists, where the next
+            # round's objects would take them untraced.
             _leakcore.clear_free_lists()
         finally:
             if collecting:
                 gc.enable()
 
+    def _freeze(self):
+        # The objects that exist when the check starts (the harness's,
+        # the modules', pytest's) go to the collector's permanent
+        # generation until it ends: the collection before each snapshot
+        # then walks only what was made since, and a round's cost does not
+        # grow with the process's heap.  Not when the program froze
+        # objects itself (it would be unfrozen with them).
+        self._froze = False
+        if self.freeze and gc.get_freeze_count() == 0:
+            gc.freeze()
+            self._froze = True
+
+    def _suspects(self, recorder):
+        return [site for site in recorder.suspects(self.threshold)
+                if _leakcore.ignore_pattern(site[0], site[1], self.ignore)
+                is None]
+
     def _stop_tracing(self):
+        if getattr(self, '_froze', False):
+            self._froze = False
+            gc.unfreeze()
         if self._started_tracing:
             self._started_tracing = False
             tracemalloc.stop()
 
     def _finish(self):
         self._guard.check()
-        report = self._recorder.report(
-            warmup=self.warmup, threshold=self.threshold,
-            min_rounds=self.min_rounds,
-            traceback_limit=tracemalloc.get_traceback_limit(),
-            title=self.title)
+        options = dict(warmup=self.warmup, threshold=self.threshold,
+                       min_rounds=self.min_rounds,
+                       traceback_limit=tracemalloc.get_traceback_limit(),
+                       title=self.title)
+        if isinstance(self._recorder, _leakcore.LiveRecorder):
+            options.update(confirm=self.extended,
+                           extended=self.extend if self.extended else 0)
+        report = self._recorder.report(**options)
+        if self.ignore:
+            kept = []
+            for site in report.sites:
+                pattern = _leakcore.ignore_pattern(site.filename,
+                                                   site.lineno, self.ignore)
+                if pattern is None:
+                    kept.append(site)
+                else:
+                    report.ignored.append((pattern, site))
+            report.sites = kept
         self._recorder = self._ownership = self._guard = None
         return report
 

@@ -11,15 +11,16 @@ with ``-p tracemalloc.pytest_plugin``.  It does nothing until asked:
   doctests), except those marked ``@pytest.mark.no_tracemalloc_leaks``;
 * ``@pytest.mark.tracemalloc_leaks`` checks one test, or every test of a
   class or module (``pytestmark``); its keyword arguments are those of
-  tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``threshold``,
-  ``min_rounds``, ``nframe``);
+  tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``extend``,
+  ``threshold``, ``min_rounds``, ``nframe``, ``ignore``);
 * ``--tracemalloc-warmup``, ``--tracemalloc-rounds``,
   ``--tracemalloc-threshold`` (a size: ``1000``, ``1K``, ``2MB``) and
   ``--tracemalloc-nframe`` change the defaults, which a marker's arguments
   override; ``--tracemalloc-full-report`` shows every leaking site with its
   whole traceback instead of the top ones.
 
-A checked test runs warmup + rounds times, each run as pytest runs a test:
+A checked test runs warmup + rounds times (warmup + rounds + extend when
+some site is suspect after them), each run as pytest runs a test:
 setup, call, teardown.  Function-scoped fixtures are set up and torn down
 in every round (a fresh tmp_path, monkeypatch undone, caplog emptied), and
 so are unittest's setUp(), tearDown() and cleanups; fixtures of a wider
@@ -56,7 +57,11 @@ __all__ = []
 
 MARKER = "tracemalloc_leaks"
 SKIP_MARKER = "no_tracemalloc_leaks"
-OPTION_NAMES = ("warmup", "rounds", "threshold", "min_rounds", "nframe")
+OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
+                "nframe", "ignore")
+# The options that the command line and pyproject.toml also give, and that
+# are not plain values: the marker's ignore adds to theirs.
+CONFIG_TABLE = "tracemalloc"            # [tool.tracemalloc]
 
 # What the failure message shows of a leak report, unless
 # --tracemalloc-full-report: the biggest sites, the first with up to
@@ -66,12 +71,19 @@ SHOWN_SITES = 3
 FIRST_SITE_FRAMES = 6
 OTHER_SITE_FRAMES = 2
 
+# Past this many leaking tests, failure messages are cut to their title
+# and first site, and the session's summary names a few tests per site.
+MAX_REPORTS = 10
+# Tests named per site in the session's summary, past MAX_REPORTS.
+SUMMARY_TESTS_PER_SITE = 3
+
 # The attribute of a test's teardown report that carries the check's
 # outcome, a dict of strings (serialisable: pytest-xdist ships reports from
 # its workers to the controller).
 VERDICT_ATTRIBUTE = "tracemalloc_verdict"
 
 _marker_error_key = pytest.StashKey()
+_leaking_tests_key = pytest.StashKey()
 
 _SIZE_SUFFIXES = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
                   'm': 1024 ** 2, 'mb': 1000 ** 2, 'mib': 1024 ** 2,
@@ -127,6 +139,11 @@ def pytest_addoption(parser):
         help=f"measured rounds of a leak check (default: "
              f"{leaks.DEFAULT_ROUNDS})")
     group.addoption(
+        "--tracemalloc-extend", type=int, default=None, metavar="E",
+        help=f"rounds added to a leak check when some site looks like a "
+             f"leak after the measured rounds, to confirm it; 0: none "
+             f"(default: {leaks.DEFAULT_EXTEND})")
+    group.addoption(
         "--tracemalloc-threshold", type=_size, default=None,
         metavar="SIZE",
         help=f"minimum growth per round of a leaking site, in bytes; "
@@ -137,6 +154,27 @@ def pytest_addoption(parser):
         help=f"frames per traceback when the check starts tracing "
              f"(default: {leaks.DEFAULT_NFRAME})")
     group.addoption(
+        "--tracemalloc-max-reports", type=int, default=MAX_REPORTS,
+        metavar="N",
+        help=f"past N leaking tests in a session (in each worker under "
+             f"xdist), a leaking test's failure message is its title and "
+             f"its first site only, and the session's summary names at "
+             f"most a few tests per site; 0: no limit (default: "
+             f"{MAX_REPORTS})")
+    group.addoption(
+        "--tracemalloc-ignore", action="append", default=[],
+        metavar="PATTERN",
+        help="leave out the leaking sites that match PATTERN, an fnmatch "
+             "pattern of FILE:LINE or FILE ('pkg/cache.py:*'); repeatable, "
+             "added to the marker's ignore=[...] and to ignore = [...] in "
+             "[tool.tracemalloc] of pyproject.toml; each ignored site is "
+             "counted in the session line")
+    group.addoption(
+        "--tracemalloc-report", default=None, metavar="FILE.json",
+        help="write every checked test's verdict, rounds and leaking sites "
+             "(sizes, counts, tracebacks) to FILE.json (schema: 'JSON "
+             "reports' in the tracemalloc docs)")
+    group.addoption(
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
              f"the top {SHOWN_SITES} sites, a few frames each)")
@@ -145,13 +183,15 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(warmup=W, rounds=R, threshold=BYTES, min_rounds=K, "
+        f"{MARKER}(warmup=W, rounds=R, extend=E, threshold=BYTES, "
+        f"min_rounds=K, "
         f"nframe=N): run the test in rounds and fail it when the memory "
         f"allocated at some line keeps rising (tracemalloc.leaks)")
     config.addinivalue_line(
         "markers",
         f"{SKIP_MARKER}: do not leak check this test, even with "
         f"--tracemalloc-leaks")
+    _project_ignores(config)            # a wrong table: a usage error now
     config.pluginmanager.register(_Summary(config), "tracemalloc-summary")
     import tracemalloc
     sample = tracemalloc.get_sample() if tracemalloc.is_tracing() else None
@@ -176,9 +216,13 @@ def _check_options(item):
         return None
     options = {}
     for name in OPTION_NAMES:
+        if name == "ignore":
+            continue
         value = config.getoption(f"tracemalloc_{name}", None)
         if value is not None:
             options[name] = value
+    ignore = list(_project_ignores(config))
+    ignore += config.getoption("tracemalloc_ignore", None) or []
     if marker is not None:
         if marker.args:
             raise ValueError(f"the {MARKER} marker takes keyword arguments "
@@ -189,11 +233,59 @@ def _check_options(item):
             raise ValueError(f"the {MARKER} marker has no argument "
                              f"{', '.join(sorted(unknown))} (it takes "
                              f"{', '.join(OPTION_NAMES)})")
-        options.update(marker.kwargs)
+        marker_options = dict(marker.kwargs)
+        marked = marker_options.pop("ignore", ())
+        if isinstance(marked, str):
+            marked = [marked]
+        if not isinstance(marked, (list, tuple)):
+            raise ValueError(f"the {MARKER} marker's ignore must be a list "
+                             f"of patterns, not {marked!r}")
+        ignore += list(marked)
+        options.update(marker_options)
+    if ignore:
+        options["ignore"] = ignore
     options["title"] = item.nodeid
     options["harness_directories"] = _thread_harness_directories()
     leaks.LeakCheck(**options)          # ValueError on a bad value
     return options
+
+
+_project_key = pytest.StashKey()
+
+
+def _project_ignores(config):
+    """The ignore patterns of [tool.tracemalloc] in the pyproject.toml of
+    the session's root directory (read once, with tomllib).  A wrong table
+    is a usage error."""
+    cached = config.stash.get(_project_key, None)
+    if cached is not None:
+        return cached
+    patterns = ()
+    path = os.path.join(str(config.rootpath), "pyproject.toml")
+    if os.path.isfile(path):
+        try:
+            import tomllib
+        except ImportError:         # 3.10 and older: no tomllib
+            tomllib = None
+        if tomllib is not None:
+            with open(path, "rb") as file:
+                try:
+                    data = tomllib.load(file)
+                except tomllib.TOMLDecodeError as error:
+                    raise pytest.UsageError(
+                        f"{path}: not valid TOML: {error}") from None
+            table = data.get("tool", {}).get(CONFIG_TABLE, {})
+            value = table.get("ignore", [])
+            if (not isinstance(value, list)
+                    or not all(isinstance(item, str) and item
+                               for item in value)):
+                raise pytest.UsageError(
+                    f"{path}: [tool.{CONFIG_TABLE}] ignore must be a list "
+                    f"of patterns (strings such as 'pkg/cache.py:*'), not "
+                    f"{value!r}")
+            patterns = tuple(value)
+    config.stash[_project_key] = patterns
+    return patterns
 
 
 def _thread_harness_directories():
@@ -268,7 +360,7 @@ def _run_unchecked(item, nextitem, verdict):
 # --------------------------------------------------------------------------
 # The rounds
 
-def _run_round(item, nextitem, last, checked=False):
+def _run_round(item, nextitem, last, checked=False, caught=None):
     """Run *item* once as pytest's runtestprotocol() does, without logging
     the reports; return them.
 
@@ -280,14 +372,32 @@ def _run_round(item, nextitem, last, checked=False):
     Otherwise (a round that did not pass, a test run once unchecked), the
     teardown is pytest's.
 
-    The warnings of the rounds before the last are dropped: pytest
-    records each warning of a test until the test ends, so those of every
-    round would add up (and be reported once per round).
+    The warnings of a round of a check are caught, not given to pytest:
+    pytest records each warning of a test until the test ends, so those of
+    every round would add up (and be reported once per round).  With
+    *caught* (a list), it is filled with those of this round, in place of
+    the previous round's: _warn_again() gives the warnings of the last
+    round to pytest once the check is done.  (Which round is the last is
+    not known while it runs: the check adds rounds when a site is
+    suspect.)
     """
-    if last:
+    if last and caught is None:
         return _run_once(item, nextitem, checked)
-    with warnings.catch_warnings(record=True):
-        return _run_once(item, nextitem, checked)
+    with warnings.catch_warnings(record=True) as log:
+        reports = _run_once(item, nextitem, checked)
+    if caught is not None:
+        caught[:] = log
+    return reports
+
+
+def _warn_again(caught):
+    """Emit again the warnings of the last round (see _run_round()), as
+    they were first emitted, for pytest to record them as the test's."""
+    for message in caught:
+        warnings.warn_explicit(message.message, message.category,
+                               message.filename, message.lineno,
+                               source=message.source)
+    caught.clear()
 
 
 def _call_pytest(when, function, *args, **kwargs):
@@ -445,19 +555,18 @@ def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
     check = leaks.LeakCheck(**options)
-    total = check.warmup + check.rounds
     state = _RoundState(item)
+    caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
     reports = None
-    dropped = False         # the reports of a round that passed dropped
     index = 0
     rounds = iter(check)
     try:
         for index in rounds:
             if index:
                 state.restore()
-            last = index == total - 1
-            reports = _run_round(item, nextitem, last, checked=True)
+            reports = _run_round(item, nextitem, False, checked=True,
+                                 caught=caught)
             if not all(report.passed for report in reports):
                 if all(report.passed for report in reports[:-1]):
                     # Only the item's own teardown ran, and failed.
@@ -466,20 +575,16 @@ def _run_checked(item, nextitem, options):
             # The last round's too: the snapshot that ends it sees the
             # fixtures of a wider scope set up.
             _drop_stale_finalizers(item, counts)
-            if not last:
-                # Nothing of a round that passed is kept until the snapshot
-                # that ends it: pytest's reports hold small dicts (their
-                # keywords), which take the memory of blocks freed in the
-                # round from the interpreter's free lists, with the
-                # tracebacks of the code that first allocated them (a
-                # clean doctest's reports showed growth on a line of
-                # typing.py in the first measured rounds).
-                reports = None
-                dropped = True
+            # The reports of every round that passed are kept until the
+            # next round replaces them: those of the last round are the
+            # test's, and which round is the last is not known while it
+            # runs (the check adds rounds when a site is suspect).  Kept in
+            # the last round only, they were growth in it, enough to make
+            # the test suspect; replaced each round, their level is flat.
         else:
-            index = total
+            index = check.planned_rounds
     except leaks.LeakCheckError as error:
-        if reports is None and not dropped:
+        if reports is None:
             # Refused before the first round (tracing is sampling): the
             # test runs once, unchecked, and the reason is its verdict.
             reports = _run_round(item, nextitem, True)
@@ -487,9 +592,6 @@ def _run_checked(item, nextitem, options):
                     _verdict("not checked", f"no verdict ({error})"))
             return reports
         # The test stopped, cleared or restarted tracing.
-        if reports is None and dropped:
-            # The round passed, and its reports were dropped.
-            reports = _passed_reports(item)
         if reports is None or not reports[-1].passed:
             raise
         # The rounds ended with the item's own teardown: the fixtures of
@@ -500,6 +602,8 @@ def _run_checked(item, nextitem, options):
         return reports
     finally:
         rounds.close()
+        _warn_again(caught)
+    total = check.planned_rounds
     if index < total:
         return _no_verdict(item, reports, index, total)
     # Every round passed, and ended with the item's own teardown: the
@@ -508,17 +612,38 @@ def _run_checked(item, nextitem, options):
     # they are torn down as pytest would have at the end of the test.
     reports[-1] = _teardown_wider(item, nextitem, reports[-1])
     report = check.report
+    extra = {}
+    if report.ignored:
+        extra["ignored"] = "\n".join(pattern for pattern, _
+                                     in report.ignored)
+    if item.config.getoption("tracemalloc_report", None):
+        import json
+        extra["report"] = json.dumps(report.as_dict())
     if not report:
-        verdict = _verdict("checked")
+        verdict = _verdict("checked", runs=str(total), **extra)
     else:
         call = reports[1]
-        text = _format_report(item, report)
+        first = _display_site(item, report.sites[0])
+        stash = item.session.stash
+        leaking = stash.get(_leaking_tests_key, 0) + 1
+        stash[_leaking_tests_key] = leaking
+        limit = item.config.getoption("tracemalloc_max_reports", None)
+        if limit and leaking > limit:
+            text = "\n".join([
+                *report.format(limit=0).splitlines()[:1],
+                *first.format()[:2],
+                f"(message cut: {limit} leaking tests of this session "
+                f"were reported in full; every report: "
+                f"--tracemalloc-max-reports=0)"])
+        else:
+            text = _format_report(item, report)
         call.outcome = "failed"
         call.longrepr = text
         _drop_xfail(call)
-        first = _display_site(item, report.sites[0])
         verdict = _verdict("leaked", site=first.format()[0],
-                           sites=str(len(report.sites)))
+                           location=f"{first.filename}:{first.lineno}",
+                           sites=str(len(report.sites)), runs=str(total),
+                           **extra)
     setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
     return reports
 
@@ -703,12 +828,8 @@ def _format_report(item, report):
         return report.format(limit=None)
     sites = [_display_site(item, site)
              for site in report.sites[:SHOWN_SITES]]
-    shown = leaks.LeakReport(
-        sites, warmup=report.warmup, rounds=report.rounds,
-        threshold=report.threshold, min_rounds=report.min_rounds,
-        traceback_limit=report.traceback_limit, sizes=report.sizes,
-        counts=report.counts, title=report.title)
-    lines = shown.format(limit=0).splitlines()[:1]
+    # The title counts every leaking site, shown or not.
+    lines = report.format(limit=0).splitlines()[:1]
     for index, site in enumerate(sites):
         lines.extend(site.format(FIRST_SITE_FRAMES if index == 0
                                  else OTHER_SITE_FRAMES))
@@ -733,23 +854,111 @@ class _Summary:
     def __init__(self, config):
         self.config = config
         self.checked = 0
-        self.leaked = []            # (nodeid, first site line, sites)
+        self.leaked = []            # (nodeid, FILE:LINE, first site line, sites)
         self.not_checked = {}       # reason: count
+        self.runs = 0               # runs of the checked tests
+        self.ignored = {}           # pattern: leaking sites it left out
+        self.report_path = config.getoption("tracemalloc_report", None)
+        self.json_tests = []        # the JSON report's "tests"
 
     def pytest_runtest_logreport(self, report):
         verdict = getattr(report, VERDICT_ATTRIBUTE, None)
         if not verdict or report.when != "teardown":
             return
         status = verdict.get("status")
+        if status in ("checked", "leaked"):
+            self.runs += int(verdict.get("runs", 0))
+        for pattern in filter(None, verdict.get("ignored", "").split("\n")):
+            self.ignored[pattern] = self.ignored.get(pattern, 0) + 1
+        if self.report_path:
+            self._record_json(report.nodeid, verdict)
         if status == "checked":
             self.checked += 1
         elif status == "leaked":
             self.checked += 1
-            self.leaked.append((report.nodeid, verdict.get("site", ""),
+            site = verdict.get("site", "")
+            location = verdict.get("location") or site.partition(
+                ": size=")[0]
+            self.leaked.append((report.nodeid, location, site,
                                 int(verdict.get("sites", 1))))
         else:
             reason = verdict.get("reason", "unknown")
             self.not_checked[reason] = self.not_checked.get(reason, 0) + 1
+
+    def _record_json(self, nodeid, verdict):
+        import json
+        entry = {"nodeid": nodeid, "verdict": verdict.get("status")}
+        if "reason" in verdict:
+            entry["reason"] = verdict["reason"]
+        if "runs" in verdict:
+            entry["runs"] = int(verdict["runs"])
+        report = verdict.get("report")
+        if report:
+            entry["report"] = json.loads(report)
+        self.json_tests.append(entry)
+
+    def _write_json(self, terminalreporter):
+        import json
+        data = {
+            "schema": "tracemalloc-pytest-report",
+            "version": 1,
+            "summary": {
+                "checked": self.checked,
+                "leaked": len(self.leaked),
+                "not_checked": sum(self.not_checked.values()),
+                "not_checked_reasons": dict(self.not_checked),
+                "runs": self.runs,
+                "ignored": dict(self.ignored),
+            },
+            "tests": self.json_tests,
+        }
+        try:
+            with open(self.report_path, "w", encoding="utf-8") as file:
+                json.dump(data, file, indent=1)
+                file.write("\n")
+        except OSError as error:
+            terminalreporter.write_line(
+                f"tracemalloc: cannot write the JSON report "
+                f"{self.report_path}: {error}", red=True)
+            return
+        terminalreporter.write_line(
+            f"tracemalloc: JSON report written to {self.report_path}")
+
+    def _write_sites(self, terminalreporter):
+        """The leaking sites, each first site of a leaking test once (as
+        the first of its tests reports it), with the tests that share it:
+        pytest's own short summary already lists the failed tests, one a
+        line."""
+        by_site = {}
+        for nodeid, location, site, _ in self.leaked:
+            by_site.setdefault(location, (site, []))[1].append(nodeid)
+        count = len(self.leaked)
+        limit = self.config.getoption("tracemalloc_max_reports", None)
+        cut = bool(limit) and count > limit
+        terminalreporter.section(
+            f"tracemalloc: {count} leaking test{'s' if count > 1 else ''}, "
+            f"by first leaking site")
+        order = sorted(by_site.items(),
+                       key=lambda pair: (-len(pair[1][1]), pair[0]))
+        shown = order[:limit] if cut else order
+        for location, (site, nodeids) in shown:
+            terminalreporter.write_line(site)
+            names = nodeids
+            if cut and len(nodeids) > SUMMARY_TESTS_PER_SITE:
+                names = nodeids[:SUMMARY_TESTS_PER_SITE]
+            tests = ", ".join(names)
+            if len(names) < len(nodeids):
+                tests += f" and {len(nodeids) - len(names)} more"
+            terminalreporter.write_line(
+                f"    first site of {len(nodeids)} test"
+                f"{'s' if len(nodeids) > 1 else ''}: {tests}")
+        rest = order[len(shown):]
+        if rest:
+            tests = sum(len(nodeids) for _, (_, nodeids) in rest)
+            terminalreporter.write_line(
+                f"{len(rest)} other site{'s' if len(rest) > 1 else ''}, "
+                f"first of {tests} test{'s' if tests > 1 else ''} "
+                f"(every site: --tracemalloc-max-reports=0)")
 
     def summary_line(self):
         not_checked = sum(self.not_checked.values())
@@ -760,6 +969,17 @@ class _Summary:
                              key=lambda pair: (-pair[1], pair[0]))
             line += " (" + ", ".join(f"{count} {reason}"
                                      for reason, count in reasons) + ")"
+        if self.ignored:
+            # Nothing is hidden silently: each ignored site is counted.
+            count = sum(self.ignored.values())
+            line += (f"; {count} leaking site{'s' if count > 1 else ''} "
+                     f"ignored (" + ", ".join(
+                         f"{pattern}: {number}" for pattern, number
+                         in sorted(self.ignored.items())) + ")")
+        if self.checked and self.runs:
+            # How much the adaptive rounds cost: a test runs warmup +
+            # rounds times, more when a site was suspect.
+            line += f"; {self.runs / self.checked:.1f} runs per checked test"
         return line
 
     def pytest_terminal_summary(self, terminalreporter):
@@ -768,15 +988,7 @@ class _Summary:
         if not enabled:
             return
         if self.leaked:
-            count = len(self.leaked)
-            terminalreporter.section(
-                f"tracemalloc: {count} leaking test"
-                f"{'s' if count > 1 else ''}")
-            for nodeid, site, sites in self.leaked:
-                terminalreporter.write_line(nodeid)
-                terminalreporter.write_line(f"    {site}")
-                if sites > 1:
-                    terminalreporter.write_line(
-                        f"    and {sites - 1} other leaking site"
-                        f"{'s' if sites > 2 else ''}")
+            self._write_sites(terminalreporter)
+        if self.report_path and not hasattr(self.config, "workerinput"):
+            self._write_json(terminalreporter)
         terminalreporter.write_sep("-", self.summary_line())

@@ -19,9 +19,15 @@ when the memory of some allocation site kept rising over the measured
 rounds.  The failure message is the leak report, titled with the test's
 id(), cut to the largest sites and a few frames of each (about 30 lines)
 unless full_report is set; the exception's *report* attribute is the whole
-LeakReport.  With the mixin, setUp() and tearDown() (and the cleanups) run
-around every round, so that what a test's fixture holds is released between
-rounds; the decorator repeats the test method alone.
+LeakReport.  With the mixin and with the decorator alike, the first round
+runs on the TestCase instance that unittest set up, and each later round on
+a fresh instance of the class, set up and torn down (setUp(), tearDown(),
+the cleanups) within the round, as unittest runs separate tests and as the
+pytest plugin runs its rounds: state left on ``self`` does not carry over,
+and what a test's fixture holds is released between rounds.  A test that
+fails or errs for an ordinary reason fails with its own exception, whose
+traceback starts at the test's code (with a note naming the round, when it
+was not the first); it has no leak verdict.
 """
 
 import contextvars
@@ -43,12 +49,20 @@ MESSAGE_SITES = 3
 MESSAGE_FRAMES = 3
 
 
-def _check_or_fail(test_case, func, options):
-    """Run the leak check of *func*; fail *test_case* with the report."""
+def _check_or_fail(test_case, func, options, rounds=None):
+    """Run the leak check of *func*; fail *test_case* with the report.
+
+    An exception that a round raised (the test failed, or erred) is
+    raised again with its traceback starting at the test's code."""
     options = dict(options)
     full = options.pop('full_report', False)
     check = leaks.LeakCheck(**options)
-    report = check.run(func)
+    try:
+        report = check.run(func)
+    except (_FailedInRound, _Returned, leaks.LeakCheckError):
+        raise
+    except Exception as error:
+        raise _from_the_test(error, rounds, check.planned_rounds)
     if report:
         if full:
             message = report.format(limit=None)
@@ -86,32 +100,152 @@ def _not_an_expected_failure(test_case):
         outcome.expecting_failure = False
 
 
-def _call_test_round(test_case, method, state):
-    # Each call into the test goes through call_workload(), whose line is
-    # the workload's root, rather than through lines of this helper
-    # registered with calls_workload(): the frame object of this helper,
-    # which a test that keeps its frames pins, is then allocated on a line
-    # of the tool, not on a line that counts as the workload's.
-    call = _leakcore.call_workload
-    if state[0]:
-        # Fresh fixtures for each round after the first, as for a new test.
-        if _is_async_case(test_case):
-            # asyncTearDown(), the async cleanups and asyncSetUp() too, on
-            # the test's own loop.
-            call(_run_async, test_case, test_case.asyncTearDown)
-            call(test_case.tearDown)
-            call(_async_cleanups, test_case)
-            _fresh_blocks()
-            call(test_case.setUp)
-            call(_run_async, test_case, test_case.asyncSetUp)
+class _Rounds:
+    """The rounds of one checked test method, called once per round
+    through call_workload().
+
+    The first round runs on the TestCase instance that unittest made and
+    set up.  Before the second, that instance's fixtures are torn down
+    (tearDown(), the cleanups) and its tearDown() is made a no-op, so
+    that unittest does not run it a second time; each later round runs on
+    a fresh instance of the test's class, made, set up, run and torn down
+    within the round, as unittest runs separate tests and as the pytest
+    plugin runs each round.  State that a test leaves on ``self`` does not
+    carry over to the next round.  *function* is the test's function
+    (unbound), called with the instance and *args*.
+
+    The fresh instances share the first one's outcome (what unittest
+    records subTest failures in) and, for an IsolatedAsyncioTestCase, its
+    event loop.  A class whose constructor does not take the method name
+    alone gets the first instance again, set up again, in each round.
+    """
+
+    def __init__(self, test_case, function, args=(), kwargs=None):
+        self.test_case = test_case
+        self.function = function
+        self.args = args
+        self.kwargs = kwargs or {}
+        self.index = 0
+        self.failing_round = None
+
+    def __call__(self):
+        index = self.index
+        self.index += 1
+        self.failing_round = index
+        test_case = self.test_case
+        if index == 0:
+            self._run(test_case)
         else:
-            call(test_case.tearDown)
-            call(test_case.doCleanups)
+            if index == 1:
+                _tear_down(test_case)
+                _disarm_tear_down(test_case)
+            fresh = self._fresh()
+            if fresh is None:
+                fresh = test_case       # torn down again after its round
             _fresh_blocks()
-            call(test_case.setUp)
-    state[0] = True
-    _returned(_call_test_method(test_case, method))
-    _stop_if_failed(test_case)
+            _set_up(fresh)
+            try:
+                self._run(fresh)
+            finally:
+                try:
+                    _tear_down(fresh)
+                finally:
+                    if fresh is not test_case and _is_async_case(fresh):
+                        # Its loop is the first instance's: not to be
+                        # closed when the fresh one is deleted.
+                        fresh._asyncioRunner = None
+            del fresh
+            _stop_if_failed(test_case)
+        self.failing_round = None
+
+    def _run(self, instance):
+        _returned(_call_test_method(instance, functools.partial(
+            self.function, instance, *self.args, **self.kwargs)))
+        _stop_if_failed(self.test_case)
+
+    def _fresh(self):
+        test_case = self.test_case
+        try:
+            fresh = _leakcore.call_workload(_new_instance, type(test_case),
+                                            test_case._testMethodName)
+        except TypeError:
+            return None
+        fresh._outcome = test_case._outcome
+        if _is_async_case(test_case):
+            fresh._asyncioRunner = test_case._asyncioRunner
+        return fresh
+
+
+def _new_instance(cls, name):
+    # A fresh instance whose test method is not wrapped again by the
+    # mixin: the rounds call the test's function themselves.
+    token = _MAKING_FRESH.set(True)
+    try:
+        return cls(name)
+    finally:
+        _MAKING_FRESH.reset(token)
+
+
+_MAKING_FRESH = contextvars.ContextVar('_MAKING_FRESH', default=False)
+
+
+def _set_up(test_case):
+    call = _leakcore.call_workload
+    call(test_case.setUp)
+    if _is_async_case(test_case):
+        call(_run_async, test_case, test_case.asyncSetUp)
+
+
+def _tear_down(test_case):
+    call = _leakcore.call_workload
+    if _is_async_case(test_case):
+        # asyncTearDown(), the async cleanups too, on the test's own loop.
+        call(_run_async, test_case, test_case.asyncTearDown)
+        call(test_case.tearDown)
+        call(_async_cleanups, test_case)
+    else:
+        call(test_case.tearDown)
+        call(test_case.doCleanups)
+
+
+def _disarm_tear_down(test_case):
+    """Make unittest's own tearDown() of *test_case*, after the rounds, a
+    no-op: the rounds tore its fixtures down already."""
+    test_case.tearDown = _nothing
+    if _is_async_case(test_case):
+        test_case.asyncTearDown = _async_nothing
+
+
+def _nothing():
+    pass
+
+
+async def _async_nothing():
+    pass
+
+
+def _from_the_test(error, rounds, total):
+    """Prepare *error*, raised by a round of a checked test for an
+    ordinary reason, to be raised again from the check: its traceback
+    starts at the test's own code (the checker's frames left out), and a
+    note says in which round it failed when it was not the first."""
+    own = _leakcore.package_files()
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename in own:
+        tb = tb.tb_next
+    if tb is not None:
+        error = error.with_traceback(tb)
+    index = rounds.failing_round if rounds is not None else None
+    if index and hasattr(error, 'add_note'):
+        error.add_note(
+            f"tracemalloc leak check: the test ran {total} times, each "
+            f"time with a fresh instance of its TestCase and its "
+            f"fixtures; it passed {index} time{'s' if index > 1 else ''}, "
+            f"then failed in run {index + 1}, so it has no leak verdict.  "
+            f"A test that passes alone but fails when run again depends "
+            f"on state that an earlier run left behind; to leave it "
+            f"unchecked: skip_leak_check.")
+    return error
 
 
 def _fresh_blocks():
@@ -226,12 +360,6 @@ def _call_test_method(test_case, method, *args, **kwargs):
     return call(method, *args, **kwargs)
 
 
-def _checked_round(test_case, func):
-    # The round of a test decorated with no_leaks.
-    _returned(_leakcore.call_workload(func))
-    _stop_if_failed(test_case)
-
-
 def no_leaks(method=None, **options):
     """Decorate a test method (or any function) so that it is leak checked.
 
@@ -256,20 +384,18 @@ def no_leaks(method=None, **options):
         else:
             check_options.setdefault('title',
                                      getattr(method, '__qualname__', None))
-        if (isinstance(test_case, unittest.TestCase)
-                and inspect.iscoroutinefunction(method)):
-            # An async test method of an IsolatedAsyncioTestCase: each
-            # round runs it on the test's loop (the rounds of a plain
-            # coroutine function run with asyncio.run(): LeakCheck.run()).
-            func = functools.partial(_call_test_method, test_case,
-                                     functools.partial(method, *args,
-                                                       **kwargs))
+        rounds = None
+        if isinstance(test_case, unittest.TestCase):
+            # Each round after the first on a fresh instance, set up and
+            # torn down (_Rounds); an async test method of an
+            # IsolatedAsyncioTestCase runs on the test's loop (the rounds
+            # of a plain coroutine function run with asyncio.run():
+            # LeakCheck.run()).
+            func = rounds = _Rounds(test_case, method, args[1:], kwargs)
         else:
             func = functools.partial(method, *args, **kwargs)
-        if isinstance(test_case, unittest.TestCase):
-            func = functools.partial(_checked_round, test_case, func)
         try:
-            _check_or_fail(test_case, func, check_options)
+            _check_or_fail(test_case, func, check_options, rounds)
         except _FailedInRound:
             pass
         except _Returned as returned:
@@ -289,7 +415,7 @@ class LeakCheckMixin:
     """Mix into a unittest.TestCase so that each of its tests is checked.
 
     Class attributes set the options of the check: leak_check_warmup,
-    leak_check_rounds, leak_check_threshold, leak_check_min_rounds,
+    leak_check_rounds, leak_check_extend, leak_check_threshold, leak_check_min_rounds,
     leak_check_nframe (None: the defaults of tracemalloc.leaks), and
     leak_check_full_report (true: the failure message is the whole report,
     not its top sites).  A test decorated with skip_leak_check() (or
@@ -298,6 +424,7 @@ class LeakCheckMixin:
 
     leak_check_warmup = None
     leak_check_rounds = None
+    leak_check_extend = None
     leak_check_threshold = None
     leak_check_min_rounds = None
     leak_check_nframe = None
@@ -307,8 +434,8 @@ class LeakCheckMixin:
         """The LeakCheck options of this test (override to compute them),
         and full_report."""
         options = {}
-        for name in ('warmup', 'rounds', 'threshold', 'min_rounds',
-                     'nframe'):
+        for name in ('warmup', 'rounds', 'extend', 'threshold',
+                     'min_rounds', 'nframe'):
             value = getattr(self, f'leak_check_{name}')
             if value is not None:
                 options[name] = value
@@ -319,6 +446,8 @@ class LeakCheckMixin:
 
     def __init__(self, methodName='runTest'):
         super().__init__(methodName)
+        if _MAKING_FRESH.get():
+            return          # a fresh instance for a round (_Rounds)
         method = getattr(self, methodName, None)
         if (method is None
                 or getattr(method, '__tracemalloc_leak_check__', None)
@@ -329,15 +458,25 @@ class LeakCheckMixin:
         setattr(self, methodName, self._leak_checked(method))
 
     def _leak_checked(self, method):
+        function = getattr(method, '__func__', None)
+        if function is None or getattr(method, '__self__', None) is not self:
+            function = functools.partial(_call_bound, method)
+
         @functools.wraps(method)
         def checked():
-            state = [False]
+            rounds = _Rounds(self, function)
             try:
-                _check_or_fail(self, functools.partial(_call_test_round,
-                                                       self, method, state),
-                               self.leak_check_options())
+                _check_or_fail(self, rounds, self.leak_check_options(),
+                               rounds)
             except _FailedInRound:
                 pass
             except _Returned as returned:
                 return returned.value
         return checked
+
+
+@_leakcore.calls_workload
+def _call_bound(method, instance):
+    # A test method that is not a function of the class (set on the
+    # instance): the same callable in every round.
+    return method()

@@ -6,12 +6,17 @@ For each project of Lib/test/test_tracemalloc_realsuites.py whose Debian
 source is cached or can be fetched, runs the same slice of its test suite
 with pytest, plainly and with --tracemalloc-leaks (Debian's python3-pytest
 on the fork), --repeat times each, interleaved, and prints the median wall
-times and their ratio: what leak checking every test costs.  A benchmark,
-not a test: it asserts nothing.
+times and their ratio: what leak checking every test costs.  From the
+plugin's session line it also reads how many tests were checked and how
+many times each ran on average (the adaptive rounds), and prints the cost
+per checked test beyond the plain run, and the factor divided by the runs
+per test (1.0: a checked run costs no more than running each test that
+many times).  A benchmark, not a test: it asserts nothing.
 """
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -20,6 +25,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The plugin's session line; "runs per checked test" since issue 31.
+SESSION = re.compile(r"tracemalloc: (?P<checked>\d+) checked, .*?"
+                     r"(?:; (?P<runs>[\d.]+) runs per checked test)?"
+                     r" -*$", re.MULTILINE)
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -61,27 +70,37 @@ def main():
             for nodeid in project.exclusions:
                 deselect += ["--deselect", nodeid]
             times = {"plain": [], "checked": []}
+            tests = runs = 0
             for _ in range(args.repeat):
                 for kind, extra in (("plain", []),
                                     ("checked", ["--tracemalloc-leaks"])):
                     start = time.perf_counter()
-                    subprocess.run(base + extra + deselect + project.tests,
-                                   cwd=source, env=env,
-                                   stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+                    process = subprocess.run(
+                        base + extra + deselect + project.tests,
+                        cwd=source, env=env, stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL, text=True)
                     times[kind].append(time.perf_counter() - start)
+                    match = SESSION.search(process.stdout)
+                    if kind == "checked" and match:
+                        tests = int(match["checked"])
+                        runs = float(match["runs"] or 0)
             plain = statistics.median(times["plain"])
             checked = statistics.median(times["checked"])
-            rows.append((project.package, plain, checked))
+            rows.append((project.package, plain, checked, tests, runs))
             print(f"{project.package}: plain {plain:.2f}s, "
                   f"--tracemalloc-leaks {checked:.2f}s, "
                   f"x{checked / plain:.1f}", file=sys.stderr)
     print()
-    print("| project | plain run (s) | --tracemalloc-leaks (s) | factor |")
-    print("|:---|---:|---:|---:|")
-    for package, plain, checked in rows:
-        print(f"| {package} | {plain:.2f} | {checked:.2f} | "
-              f"{checked / plain:.1f}x |")
+    print("| project | tests | plain run (s) | --tracemalloc-leaks (s) | "
+          "factor | runs per test | factor / runs | extra ms per test |")
+    print("|:---|---:|---:|---:|---:|---:|---:|---:|")
+    for package, plain, checked, tests, runs in rows:
+        per_test = ((checked - plain) / tests * 1000) if tests else 0
+        ratio = (f"{checked / plain / runs:.2f}" if runs else "-")
+        runs_text = f"{runs:.1f}" if runs else "-"
+        print(f"| {package} | {tests} | {plain:.2f} | {checked:.2f} | "
+              f"{checked / plain:.1f}x | {runs_text} | {ratio} | "
+              f"{per_test:.1f} |")
     print(f"\nmedian of {args.repeat} runs each, interleaved; the same "
           f"slices as Lib/test/test_tracemalloc_realsuites.py")
 

@@ -52,6 +52,7 @@ CLEAN = [
     "clean_bounded_buffer",
     "clean_memory_handler",
     "clean_random_cache",
+    "clean_slow_cache",
 ]
 
 C_CALLABLE_LEAKS = [
