@@ -211,7 +211,8 @@ sanitizer-test: asan-build
 	    test.test_tracemalloc_hardening test.test_tracemalloc_peak \
 	    test.test_tracemalloc_threads test.test_tracemalloc_module \
 	    test.test_tracemalloc_fuzz_corpus test.test_tracemalloc_edgecases \
-	    test.test_tracemalloc_sampling
+	    test.test_tracemalloc_sampling test.test_tracemalloc_soundness \
+	    test.test_tracemalloc_retention test.test_tracemalloc_differential
 	cd $(ASAN_DIR) && $(call unittest_without,$(ASAN_ENV),test.test_tracemalloc_engine.BookkeepingOOMTest,OOM_BASE_BUGS)
 	cd $(ASAN_DIR) && $(call unittest_without,$(ASAN_ENV),test.test_tracemalloc_stress,ASAN_STRESS_BASE_BUGS)
 	# A slice of the regression suite, traced: what the engine meets most.
