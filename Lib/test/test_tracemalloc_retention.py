@@ -11,6 +11,7 @@ is not installed (apt-get install python3-objgraph).
 """
 
 import gc
+import importlib
 import importlib.util
 import os
 import sys
@@ -836,6 +837,199 @@ class ObjgraphOracleTests(unittest.TestCase):
 
     def test_c_static(self):
         self.compare(CStatic)
+
+
+# ---- the chain in the leak reports (issue 30, item 2) -----------------
+
+REPORTED_SOURCE = """\
+_CACHE = {}
+
+def work():
+    _CACHE.setdefault('u42', []).append(bytes(1000))
+
+def clean():
+    return [bytes(1000)]
+"""
+# The chain that holds the planted leak, but for the list's index.
+REPORTED_CHAIN = "global _CACHE (dict) \u2192 ['u42'] \u2192 list \u2192 ["
+
+
+class ReportedRetentionTests(unittest.TestCase):
+    """A leak into a module-global dict is reported with the chain that
+    holds it: by check() (LeakSite.retention), the CLI, the unittest
+    decorator and mixin, pytest; a clean check runs no search."""
+
+    counter = 0
+
+    def setUp(self):
+        from test.support import os_helper
+        if tracemalloc.is_tracing():
+            self.skipTest("tracemalloc is already tracing")
+        self.directory = self.enterContext(os_helper.temp_dir())
+        ReportedRetentionTests.counter += 1
+        self.name = f"leakapp_reported{ReportedRetentionTests.counter}"
+        with open(os.path.join(self.directory, self.name + ".py"), "w",
+                  encoding="utf-8") as file:
+            file.write(REPORTED_SOURCE)
+
+    def load(self):
+        sys.path.insert(0, self.directory)
+        self.addCleanup(sys.path.remove, self.directory)
+        self.addCleanup(sys.modules.pop, self.name, None)
+        return importlib.import_module(self.name)
+
+    def assertChain(self, text):
+        line = next((line for line in text.splitlines()
+                     if "held by:" in line), None)
+        self.assertIsNotNone(line, text)
+        self.assertIn(f"held by: module {self.name} \u2192 {REPORTED_CHAIN}",
+                      line)
+        self.assertTrue(line.endswith("\u2192 bytes"), line)
+        # The summary line under it: the count of bytes objects under
+        # the dict.
+        summary = text.splitlines()[text.splitlines().index(line) + 1]
+        self.assertRegex(summary, r"^\s+\d+ objects, \d+ B under it "
+                                  r"\(bytes \d+\)$")
+
+    def test_check_attribute(self):
+        from tracemalloc import leaks
+        module = self.load()
+        report = leaks.check(module.work)
+        self.assertTrue(report)
+        site = report.sites[0]
+        self.assertEqual(site.lineno, 4)
+        self.assertIsNotNone(site.retention)
+        chain = site.retention.chains[0]
+        self.assertEqual(chain.kind, "root")
+        self.assertEqual(chain.root, f"module {self.name}")
+        self.assertEqual([step.how for step in chain.steps[:2]],
+                         ["global _CACHE", "['u42']"])
+        self.assertEqual(chain.steps[-1].type, "bytes")
+        # Every bytes object of the line is under the dict, the warm-up
+        # rounds' too.
+        self.assertEqual(chain.types, {"bytes": len(module._CACHE['u42'])})
+        self.assertLessEqual(len(site.retention.chains), 3)
+        self.assertChain(report.format())
+
+    def test_retention_off(self):
+        from tracemalloc import leaks
+        module = self.load()
+        report = leaks.check(module.work, retention=False)
+        self.assertTrue(report)
+        self.assertIsNone(report.sites[0].retention)
+        self.assertNotIn("held by:", report.format())
+
+    def recording_search(self, fail=False):
+        calls = []
+        original = retention.site_retention
+
+        def recording(site, **options):
+            calls.append(site)
+            if fail:
+                raise RuntimeError("search failed")
+            return original(site, **options)
+        retention.site_retention = recording
+        self.addCleanup(setattr, retention, "site_retention", original)
+        return calls
+
+    def test_clean_check_runs_no_search(self):
+        from tracemalloc import leaks
+        module = self.load()
+        calls = self.recording_search()
+        report = leaks.check(module.clean)
+        self.assertFalse(report)
+        self.assertEqual(calls, [])
+        # The same recorder sees the search of a leak verdict: once per
+        # site, after the rounds.
+        report = leaks.check(module.work)
+        self.assertTrue(report)
+        self.assertEqual(calls, report.sites)
+
+    def test_failing_search_keeps_verdict(self):
+        from tracemalloc import leaks
+        module = self.load()
+        calls = self.recording_search(fail=True)
+        report = leaks.check(module.work)
+        self.assertTrue(report)
+        self.assertTrue(calls)
+        self.assertEqual(report.sites[0].lineno, 4)
+        self.assertIsNone(report.sites[0].retention)
+        self.assertNotIn("held by:", report.format())
+
+    def test_cli(self):
+        import subprocess
+        command = [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                   f"{self.name}:work"]
+        env = dict(os.environ, PYTHONPATH=self.directory)
+        env.pop("PYTHONTRACEMALLOC", None)
+        process = subprocess.run(command, env=env, cwd=self.directory,
+                                 capture_output=True, text=True)
+        self.assertEqual(process.returncode, 1, process.stderr)
+        self.assertChain(process.stderr)
+        command.insert(-1, "--no-retention")
+        process = subprocess.run(command, env=env,
+                                 cwd=self.directory, capture_output=True,
+                                 text=True)
+        self.assertEqual(process.returncode, 1, process.stderr)
+        self.assertNotIn("held by:", process.stderr)
+
+    def run_case(self, case):
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(case).run(result)
+        self.assertEqual(len(result.failures), 1, result.errors)
+        return result.failures[0][1]
+
+    def test_no_leaks_message(self):
+        from tracemalloc.testing import no_leaks
+        module = self.load()
+
+        class Leaky(unittest.TestCase):
+            @no_leaks
+            def test_leak(self):
+                module.work()
+
+        message = self.run_case(Leaky)
+        self.assertChain(message)
+        report_text = message[message.index("tracemalloc: "):]
+        self.assertLessEqual(len(report_text.splitlines()), 32, report_text)
+
+    def test_mixin_message(self):
+        from tracemalloc.testing import LeakCheckMixin
+        module = self.load()
+
+        class Leaky(LeakCheckMixin, unittest.TestCase):
+            def test_leak(self):
+                module.work()
+
+        self.assertChain(self.run_case(Leaky))
+
+    def test_pytest_failure(self):
+        from test.test_tracemalloc_pytest import PytestHarness
+
+        class Harness(PytestHarness, unittest.TestCase):
+            def runTest(self):
+                pass
+        harness = Harness()
+        try:
+            harness.setUp()
+        except unittest.SkipTest as skip:
+            self.skipTest(str(skip))
+        try:
+            with open(os.path.join(self.directory, self.name + ".py"),
+                      encoding="utf-8") as source:
+                harness.write(self.name + ".py", source.read())
+            harness.write("test_leaky.py", f"""\
+                import {self.name} as app
+
+                def test_leak():
+                    app.work()
+                """)
+            returncode, output = harness.run_pytest("--tracemalloc-leaks",
+                                                  "test_leaky.py")
+        finally:
+            harness.doCleanups()
+        self.assertEqual(returncode, 1, output)
+        self.assertChain(output)
 
 
 if __name__ == "__main__":

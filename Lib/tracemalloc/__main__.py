@@ -671,6 +671,11 @@ def _leaks_parser():
              "pattern of FILE:LINE or FILE ('pkg/cache.py:*'); repeatable; "
              "the report counts them")
     parser.add_argument(
+        "--no-retention", dest="retention", action="store_false",
+        help="after a leak verdict, do not search for what holds each "
+             "leaking site's objects (by default the report shows up to "
+             "3 reference chains per site, 'held by: ...')")
+    parser.add_argument(
         "--json", action="store_true",
         help="print the report as JSON on standard output (schema: 'JSON "
              "reports' in the tracemalloc docs), besides the text report on "
@@ -936,7 +941,8 @@ def command_leaks(argv):
                             ignore=options.ignore,
                             threshold=options.threshold,
                             min_rounds=options.min_rounds, title=target,
-                            keep_snapshots=bool(options.html))
+                            keep_snapshots=bool(options.html),
+                            retention=options.retention)
     # The report goes where stderr was, even if the target replaces it.
     report_file = sys.stderr
     progress = None

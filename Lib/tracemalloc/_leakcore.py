@@ -892,19 +892,28 @@ class LeakSite:
     allocated at the site grew (bytes, blocks; negative when it shrank);
     *traceback* is the Traceback that contributed most of the growth,
     without the checker's frames.
+
+    *retention* is what holds the site's live objects, a
+    tracemalloc.retention.Retention (its *chains*, largest first, at most
+    three), found by the leak check after its verdict; None when it was
+    not searched for (LeakCheck(retention=False), a site of another domain
+    than 0) or the search failed.  The objects are all those alive that
+    were allocated at the site's line, the warm-up rounds' included.
     """
 
     __module__ = 'tracemalloc.leaks'
     __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
-                 'domain')
+                 'domain', 'retention')
 
-    def __init__(self, filename, lineno, sizes, counts, traceback, domain=0):
+    def __init__(self, filename, lineno, sizes, counts, traceback, domain=0,
+                 retention=None):
         self.filename = filename
         self.lineno = lineno
         self.sizes = sizes
         self.counts = counts
         self.traceback = traceback
         self.domain = domain
+        self.retention = retention
 
     @property
     def size(self):
@@ -940,12 +949,15 @@ class LeakSite:
                           for frame in reversed(self.traceback)],
         }
 
-    def format(self, frames=None):
+    def format(self, frames=None, chains=None):
         """Return the site's report as a list of lines, without newlines.
 
         With *frames* (an int >= 2), a longer traceback shows its
         *frames* - 1 most recent frames and its oldest one, and says how
-        many it left out.
+        many it left out.  Under the traceback, up to *chains* (None: all)
+        of the *retention* chains, each as a "held by:" line followed by
+        its count, size and types; with fewer chains than holders, a line
+        says how many holders are not shown.
         """
         import linecache
         rounds = len(self.sizes)
@@ -982,6 +994,27 @@ class LeakSite:
                          f"out ...")
             lines.extend("  " + text for text in traceback.format(
                 -(len(traceback) - 1), most_recent_first=True))
+        lines.extend(self.format_retention(chains))
+        return lines
+
+    def format_retention(self, chains=None):
+        """The "held by:" lines of the site's *retention* (at most
+        *chains* chains; None: all): none when it has no retention."""
+        retention = self.retention
+        if retention is None or chains == 0:
+            return []
+        lines = []
+        shown = retention.chains if chains is None \
+            else retention.chains[:chains]
+        for chain in shown:
+            lines.append(f"  held by: {chain.format()}")
+            lines.append(f"      {chain.summary()}")
+        if not retention.chains:
+            lines.append("  held by: no live object of this line found "
+                         "(it was freed by the end of the check)")
+        elif retention.holders > len(shown):
+            others = _plural(retention.holders - len(shown), 'other holder')
+            lines.append(f"  ({others})")
         return lines
 
 
@@ -1043,13 +1076,15 @@ class LeakReport:
                         for pattern, site in self.ignored],
         }
 
-    def format(self, limit=10, frames=None, more=None):
+    def format(self, limit=10, frames=None, more=None, chains=None):
         """Return the report as text: a summary line, then up to *limit*
         sites (None: all), each starting with a FILE:LINE: line and
         followed by its traceback, most recent call first (at most
         *frames* frames of it: see LeakSite.format()).  When sites or
         frames were left out, a last line says so, followed by *more* (text
-        that says how to get the whole report) if given."""
+        that says how to get the whole report) if given.  Each site shows
+        up to *chains* (None: all) chains of what holds its objects
+        (LeakSite.retention)."""
         what = f"{self.title}: " if self.title else ""
         rounds = _plural(self.rounds, 'round')
         warmup = _plural(self.warmup, 'warm-up round')
@@ -1068,7 +1103,7 @@ class LeakReport:
                  f"memory kept rising over {rounds} (after {warmup}; "
                  f"traceback limit {self.traceback_limit})"]
         for site in shown:
-            lines.extend(site.format(frames))
+            lines.extend(site.format(frames, chains))
         rest = self.sites[len(shown):]
         cut = frames is not None and any(len(site.traceback) > frames
                                          for site in shown)

@@ -181,7 +181,8 @@ class LeakCheck:
                  threshold=DEFAULT_THRESHOLD, min_rounds=None,
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
                  keep_snapshots=False, harness_directories=(),
-                 extend=DEFAULT_EXTEND, freeze=True, ignore=()):
+                 extend=DEFAULT_EXTEND, freeze=True, ignore=(),
+                 retention=True):
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
@@ -206,6 +207,7 @@ class LeakCheck:
         self.title = title
         self.keep_snapshots = keep_snapshots
         self.freeze = freeze
+        self.retention = bool(retention)
         if isinstance(ignore, str):
             ignore = (ignore,)
         ignore = tuple(ignore)
@@ -427,7 +429,36 @@ class LeakCheck:
                     report.ignored.append((pattern, site))
             report.sites = kept
         self._recorder = self._ownership = self._guard = None
+        if report.sites and self.retention:
+            _find_retention(report.sites)
         return report
+
+
+# At most this many chains per leaking site (LeakSite.retention).
+RETENTION_CHAINS = 3
+
+
+def _find_retention(sites):
+    """Set the *retention* of each of *sites* (LeakSite objects of a leak
+    verdict) that is in domain 0, while tracing still holds their traces;
+    None when the search cannot run (sampling mode) or fails."""
+    from tracemalloc import retention
+    if not tracemalloc.is_tracing() or tracemalloc.get_sample() is not None:
+        return
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for site in sites:
+            if site.domain != 0:
+                continue
+            try:
+                site.retention = retention.site_retention(
+                    site, max_chains=RETENTION_CHAINS)
+            except Exception:
+                site.retention = None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _completing(func):

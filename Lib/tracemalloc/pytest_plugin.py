@@ -70,6 +70,9 @@ CONFIG_TABLE = "tracemalloc"            # [tool.tracemalloc]
 SHOWN_SITES = 3
 FIRST_SITE_FRAMES = 6
 OTHER_SITE_FRAMES = 2
+# Each site shows one chain of what holds its objects (two lines); the
+# first site then shows fewer frames, to keep the message's length.
+FIRST_SITE_FRAMES_WITH_CHAIN = 4
 
 # Past this many leaking tests, failure messages are cut to their title
 # and first site, and the session's summary names a few tests per site.
@@ -820,7 +823,7 @@ def _display_site(item, site):
     from tracemalloc import Traceback
     return leaks.LeakSite(filename, lineno, site.sizes, site.counts,
                           Traceback(_display_frames(item, site.traceback)),
-                          site.domain)
+                          site.domain, site.retention)
 
 
 def _format_report(item, report):
@@ -831,8 +834,11 @@ def _format_report(item, report):
     # The title counts every leaking site, shown or not.
     lines = report.format(limit=0).splitlines()[:1]
     for index, site in enumerate(sites):
-        lines.extend(site.format(FIRST_SITE_FRAMES if index == 0
-                                 else OTHER_SITE_FRAMES))
+        frames = FIRST_SITE_FRAMES if index == 0 else OTHER_SITE_FRAMES
+        if index == 0 and site.retention is not None:
+            # Its chain's two lines take the place of two frames.
+            frames = FIRST_SITE_FRAMES_WITH_CHAIN
+        lines.extend(site.format(frames, chains=1))
     rest = report.sites[SHOWN_SITES:]
     if rest:
         size = sum(site.size for site in rest) / report.rounds

@@ -125,6 +125,11 @@ class RefleakTracer:
                 traceback_limit=tracemalloc.get_traceback_limit(),
                 title=self.test_name,
                 directories=_harness_directories())
+            if self._report:
+                # A leak: what holds each site's objects, while their
+                # traces are still there (LeakSite.retention).
+                from tracemalloc import leaks
+                leaks._find_retention(self._report.sites)
         return self._report
 
     def leak_message(self):
