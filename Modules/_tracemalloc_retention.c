@@ -652,7 +652,9 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
             goto done;
         }
     }
-    qsort(groups, ngroups, sizeof(*groups), retention_group_compare);
+    if (ngroups > 1) {      /* GROUPS is NULL when no target was reached */
+        qsort(groups, ngroups, sizeof(*groups), retention_group_compare);
+    }
     groups_list = PyList_New(0);
     if (groups_list == NULL) {
         goto done;
