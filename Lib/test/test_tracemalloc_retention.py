@@ -993,6 +993,44 @@ class ReportedRetentionTests(unittest.TestCase):
         report_text = message[message.index("tracemalloc: "):]
         self.assertLessEqual(len(report_text.splitlines()), 32, report_text)
 
+    def test_message_budget(self):
+        # Three leaking sites with deep tracebacks: the chains take the
+        # place of a frame each, and the message is no longer than the
+        # same message without them.
+        from tracemalloc.testing import no_leaks
+        path = os.path.join(self.directory, self.name + ".py")
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(textwrap.dedent("""
+                _A, _B, _C = [], [], []
+
+                def three():
+                    _A.append(bytes(3000))
+                    _B.append(bytes(2000))
+                    _C.append(bytes(1000))
+
+                def deep(n=5):
+                    return deep(n - 1) if n else three()
+                """))
+        module = self.load()
+        messages = {}
+        for with_chains in (True, False):
+            class Leaky(unittest.TestCase):
+                @no_leaks(retention=with_chains)
+                def test_leak(self):
+                    module.deep()
+            message = self.run_case(Leaky)
+            messages[with_chains] = message[message.index("tracemalloc: "):]
+        self.assertEqual(messages[True].count("held by: module"), 3,
+                         messages[True])
+        self.assertNotIn("held by:", messages[False])
+        self.assertLessEqual(len(messages[True].splitlines()),
+                             len(messages[False].splitlines()),
+                             messages[True])
+        self.assertLessEqual(len(messages[True].splitlines()), 34,
+                             messages[True])
+        if os.environ.get("TRACEMALLOC_SHOW_MESSAGE"):
+            print(messages[True])
+
     def test_mixin_message(self):
         from tracemalloc.testing import LeakCheckMixin
         module = self.load()

@@ -1011,7 +1011,8 @@ class LeakSite:
             lines.append(f"      {chain.summary()}")
         if not retention.chains:
             lines.append("  held by: no live object of this line found "
-                         "(it was freed by the end of the check)")
+                         "(freed by the end of the check, or held only by "
+                         "objects frozen with gc.freeze())")
         elif retention.holders > len(shown):
             others = _plural(retention.holders - len(shown), 'other holder')
             lines.append(f"  ({others})")

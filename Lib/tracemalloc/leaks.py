@@ -248,6 +248,10 @@ class LeakCheck:
             self._begin()
             index = 0
             while index < self.planned_rounds:
+                # Objects the checker freed since its last clearing (its
+                # own, untraced) must not reach the round from the free
+                # lists.
+                _leakcore.clear_free_lists()
                 _leakcore.call_workload(func)
                 self._end_round(index)
                 index += 1
@@ -267,6 +271,7 @@ class LeakCheck:
             self._begin()
             index = 0
             while index < self.planned_rounds:
+                _leakcore.clear_free_lists()
                 yield index
                 self._end_round(index)
                 index += 1
@@ -430,6 +435,12 @@ class LeakCheck:
             report.sites = kept
         self._recorder = self._ownership = self._guard = None
         if report.sites and self.retention:
+            # The search walks gc.get_objects(), which leaves out the
+            # frozen objects: the containers that existed before the
+            # check (a module's global dict or list) would not be seen.
+            if self._froze:
+                self._froze = False
+                gc.unfreeze()
             _find_retention(report.sites)
         return report
 
