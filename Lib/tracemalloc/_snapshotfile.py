@@ -681,6 +681,8 @@ def _frame_pairs(name, flat, filenames):
 # long.
 _LIMITS = {"total_nframe": 2 ** 31, "threads": 2 ** 64, "thread": 2 ** 64}
 _LINENO_LIMIT = 2 ** 32
+# The largest sampling interval of the engine (_PyTraceMalloc_SAMPLE_MAX).
+_SAMPLE_MAX = 2 ** 48
 
 
 def _check_non_negative(name, values):
@@ -777,6 +779,10 @@ def _decode_attributes(attributes):
     sample = attributes.setdefault("sample", None)
     if sample is not None and (type(sample) is not int or sample < 1):
         raise _SnapshotError("sample is not None or a positive integer")
+    if sample is not None and sample > _SAMPLE_MAX:
+        raise _SnapshotError(f"sample is above the largest interval "
+                             f"that tracemalloc.start() takes "
+                             f"({_SAMPLE_MAX})")
     return attributes
 
 

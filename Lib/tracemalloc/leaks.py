@@ -183,6 +183,14 @@ class LeakCheck:
                  keep_snapshots=False, harness_directories=(),
                  extend=DEFAULT_EXTEND, freeze=True, ignore=(),
                  retention=True):
+        for name, value in (("warmup", warmup), ("rounds", rounds),
+                            ("extend", extend), ("nframe", nframe),
+                            ("min_rounds", min_rounds)):
+            # Counts: 2.0 or True would fail later, in the middle of a run.
+            if value is not None and (type(value) is bool
+                                      or not isinstance(value, int)):
+                raise TypeError(f"{name} must be an int, not "
+                                f"{type(value).__name__}")
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         if rounds < 1:
