@@ -458,6 +458,19 @@ class CraftedSnapshotTest(unittest.TestCase):
         "total_nframe above a C int": ([(0, 10, (("a.py", 3),), 2 ** 40)], 1),
     }
 
+    def test_pprof_of_size_beyond_int64(self):
+        # Second review, finding 5: a size that pprof's int64 cannot hold
+        # (the file format can) is a one-line error of the command.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, tmp)
+        path = os.path.join(tmp, "big.snap")
+        tracemalloc.Snapshot([(0, 2 ** 63 + 5, (("a.py", 1),), 1)],
+                             1).dump(path)
+        proc = run_cli("pprof", path)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertNotIn("Traceback (most recent call last)", proc.stderr)
+        self.assertIn("64-bit", proc.stderr)
+
     def test_weight_out_of_range_refused(self):
         # A finite weight whose estimate no int64 holds (1e308 times 100
         # bytes): load() refuses it, and the commands that read the file

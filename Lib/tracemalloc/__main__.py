@@ -1248,6 +1248,10 @@ def command_pprof(argv):
         # The error names the output, never a temporary file (2.14).
         _write_failed(parser, output, exc)
         return EXIT_USAGE
+    except ValueError as exc:
+        # What pprof cannot hold (a size beyond int64 in a crafted or
+        # made-up snapshot): a message, not a traceback.
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {exc}\n")
     what = "difference" if base is not None else "profile"
     print(f"tracemalloc: pprof {what} written to {output}", file=sys.stderr)
     return EXIT_OK
