@@ -476,6 +476,44 @@ def _not_given_back(sizes, counts, leaking):
     return blocks <= 0 or 2 * sum(counts) > blocks
 
 
+def _leak_sites(sites, tracebacks, leaks, biggest, directories):
+    """The LeakSites of a report, largest first.
+
+    *sites* and *tracebacks* map a site, and a (domain, frames) key, to its
+    growth per measured round (sizes, counts).  A site leaks when
+    *leaks*(sizes, counts) says so (its traceback: *biggest*(site)), or
+    through its tracebacks that leak by themselves, when the site does not
+    give that growth back (a site whose total is masked by a bounded
+    buffer sharing its line).  The checker's frames are stripped
+    (strip_tool_frames(), with *directories*)."""
+    leaking_tracebacks = {}
+    for key, (sizes, counts) in tracebacks.items():
+        if leaks(sizes, counts):
+            leaking_tracebacks.setdefault(_site_of(key[1]), []).append(
+                (key, sizes, counts))
+    result = []
+    for site, (sizes, counts) in sites.items():
+        leaking = leaking_tracebacks.get(tuple(site))
+        if leaks(sizes, counts):
+            domain, frames = biggest(site)
+        elif leaking and _not_given_back(sizes, counts, leaking):
+            # The site leaks through these tracebacks: report their
+            # growth, with the one that grew most.
+            sizes = [sum(column) for column
+                     in zip(*(entry[1] for entry in leaking))]
+            counts = [sum(column) for column
+                      in zip(*(entry[2] for entry in leaking))]
+            domain, frames = max(leaking,
+                                 key=lambda entry: sum(entry[1]))[0]
+        else:
+            continue
+        traceback = strip_tool_frames(Traceback(frames), directories)
+        result.append(LeakSite(site[0], site[1], sizes, counts,
+                               traceback, domain))
+    result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+    return result
+
+
 class Recorder:
     """The growth of each allocation site over the snapshots of a check.
 
@@ -607,37 +645,16 @@ class Recorder:
         largest first, each with its traceback that grew most, less the
         tool's frames (strip_tool_frames(), with *directories*)."""
         rounds = self.measured
-        result = []
-        # Tracebacks that leak by themselves, per site: a site whose total
-        # is masked by a bounded buffer sharing its line leaks through them.
-        leaking_tracebacks = {}
-        for key, (sizes, counts) in self._traceback_changes.items():
-            sizes = sizes[:rounds]
-            counts = counts[:rounds]
-            if is_leak(sizes, counts, threshold, min_rounds):
-                leaking_tracebacks.setdefault(_site_of(key[1]), []).append(
-                    (key, sizes, counts))
-        for site, (sizes, counts) in self._changes.items():
-            sizes = sizes[:rounds]
-            counts = counts[:rounds]
-            leaking = leaking_tracebacks.get(tuple(site))
-            if is_leak(sizes, counts, threshold, min_rounds):
-                domain, frames = self._biggest_traceback(site)
-            elif leaking and _not_given_back(sizes, counts, leaking):
-                # The site leaks through these tracebacks: report their
-                # growth, with the one that grew most.
-                sizes = [sum(column) for column
-                         in zip(*(entry[1] for entry in leaking))]
-                counts = [sum(column) for column
-                          in zip(*(entry[2] for entry in leaking))]
-                domain, frames = max(leaking,
-                                     key=lambda entry: sum(entry[1]))[0]
-            else:
-                continue
-            traceback = strip_tool_frames(Traceback(frames), directories)
-            result.append(LeakSite(site[0], site[1], sizes, counts,
-                                   traceback, domain))
-        result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+        sites = {site: (sizes[:rounds], counts[:rounds])
+                 for site, (sizes, counts) in self._changes.items()}
+        tracebacks = {key: (sizes[:rounds], counts[:rounds])
+                      for key, (sizes, counts)
+                      in self._traceback_changes.items()}
+        result = _leak_sites(
+            sites, tracebacks,
+            lambda sizes, counts: is_leak(sizes, counts, threshold,
+                                          min_rounds),
+            self._biggest_traceback, directories)
         return LeakReport(result, warmup=warmup, rounds=rounds,
                           threshold=threshold, min_rounds=min_rounds,
                           traceback_limit=traceback_limit,
@@ -831,31 +848,12 @@ class LiveRecorder:
             return (is_leak(sizes, counts, threshold, min_rounds)
                     and (not confirm or _still_rising(sizes)))
 
-        leaking_tracebacks = {}
-        for key, (sizes, counts) in tracebacks.items():
-            if leaks(sizes, counts):
-                leaking_tracebacks.setdefault(_site_of(key[1]), []).append(
-                    (key, sizes, counts))
-        result = []
-        for site, (sizes, counts) in sites.items():
-            leaking = leaking_tracebacks.get(site)
-            if leaks(sizes, counts):
-                domain, frames = max(
-                    (key for key in tracebacks if _site_of(key[1]) == site),
-                    key=lambda key: sum(tracebacks[key][0]))
-            elif leaking and _not_given_back(sizes, counts, leaking):
-                sizes = [sum(column) for column
-                         in zip(*(entry[1] for entry in leaking))]
-                counts = [sum(column) for column
-                          in zip(*(entry[2] for entry in leaking))]
-                domain, frames = max(leaking,
-                                     key=lambda entry: sum(entry[1]))[0]
-            else:
-                continue
-            traceback = strip_tool_frames(Traceback(frames), directories)
-            result.append(LeakSite(site[0], site[1], sizes, counts,
-                                   traceback, domain))
-        result.sort(key=lambda s: (-s.size, -s.count, s.filename, s.lineno))
+        def biggest(site):
+            return max((key for key in tracebacks
+                        if _site_of(key[1]) == site),
+                       key=lambda key: sum(tracebacks[key][0]))
+
+        result = _leak_sites(sites, tracebacks, leaks, biggest, directories)
         return LeakReport(result, warmup=warmup, rounds=rounds,
                           threshold=threshold, min_rounds=min_rounds,
                           traceback_limit=traceback_limit,
