@@ -222,6 +222,15 @@ class RealSuiteTest(PytestHarness):
                                *args, cwd=self.source, path=[self.source],
                                **kwargs)
 
+    def python_in_source(self, *args):
+        """This interpreter with *args*, in the project's source, with the
+        project and its site directory on the path; output merged."""
+        return subprocess.run(
+            [sys.executable, *args], cwd=self.source,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                [self.source, self.site])})
+
     def test_clean_suite_has_no_leak(self):
         project = self.project
         deselect = []
@@ -284,13 +293,8 @@ class RealSuiteTest(PytestHarness):
 
     def test_planted_leak_cli(self):
         path, lineno = self.plant()
-        process = subprocess.run(
-            [sys.executable, "-m", "tracemalloc", "leaks",
-             self.project.cli_target],
-            cwd=self.source, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                [self.source, self.site])})
+        process = self.python_in_source("-m", "tracemalloc", "leaks",
+                                        self.project.cli_target)
         self.assertEqual(process.returncode, 1, process.stdout)
         self.assertPlantedFirst(process.stdout, path, lineno)
 
@@ -313,11 +317,7 @@ class RealSuiteTest(PytestHarness):
             result = unittest.TextTestRunner(verbosity=2).run(suite)
             sys.exit(0 if result.wasSuccessful() else 1)
             """)
-        process = subprocess.run(
-            [sys.executable, "-c", script], cwd=self.source,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                [self.source, self.site])})
+        process = self.python_in_source("-c", script)
         self.assertEqual(process.returncode, 1, process.stdout)
         self.assertPlantedFirst(process.stdout, path, lineno)
 
@@ -362,11 +362,7 @@ class RealSuiteTest(PytestHarness):
             result = unittest.TextTestRunner(verbosity=2).run(suite)
             sys.exit(0 if result.wasSuccessful() else 1)
             """)
-        process = subprocess.run(
-            [sys.executable, "-c", script], cwd=self.source,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                [self.source, self.site])})
+        process = self.python_in_source("-c", script)
         mixin = {}
         for line in process.stdout.splitlines():
             match = re.match(r"(\w+) \(.*\) \.\.\. (\w+)", line)
