@@ -256,9 +256,11 @@ class LeakCheck:
             self._begin()
             index = 0
             while index < self.planned_rounds:
-                # Objects the checker freed since its last clearing (its
-                # own, untraced) must not reach the round from the free
-                # lists.
+                # What the checker freed since the last round (its own
+                # objects, untraced: a snapshot's trace tuples, the
+                # round's changes) must not reach this round from the free
+                # lists, nor the untraced blocks of what existed before
+                # tracing started, round after round.
                 _leakcore.clear_free_lists()
                 _leakcore.call_workload(func)
                 self._end_round(index)
@@ -327,13 +329,10 @@ class LeakCheck:
             self._base_index = self.warmup - 1
 
     def _end_round(self, index):
+        # (Every round, warm-up or measured, starts from emptied free
+        # lists: see run() and _iterate().)
         if index >= self.warmup - 1:
             self._snapshot(index)
-        else:
-            # As after a snapshot: a warm-up round must replace untraced
-            # blocks as a measured round does (the free lists would hand
-            # the same untraced blocks back at each warm-up round).
-            _leakcore.clear_free_lists()
 
     def _snapshot(self, index):
         self._guard.check()
@@ -345,8 +344,8 @@ class LeakCheck:
         # callbacks) are the workload's: it runs on the workload's call
         # line.  Automatic collections stay off while the checker works,
         # so that no finalizer runs under the checker's own lines.  The
-        # free lists are emptied first, as after the snapshot, so that
-        # every snapshot sees them alike (the first one too).
+        # free lists are emptied first, as at the start of each round, so
+        # that every snapshot sees them alike (the first one too).
         _leakcore.clear_free_lists()
         _leakcore.call_workload(gc.collect)
         collecting = gc.isenabled()
@@ -389,9 +388,8 @@ class LeakCheck:
                 recorder.record(self._ownership, traces)
                 del traces
             # Freed, the checker's untraced objects (trace tuples, the
-            # changes of the round) went to the free lists, where the next
-            # round's objects would take them untraced.
-            _leakcore.clear_free_lists()
+            # changes of the round) go to the free lists: the next round
+            # starts by emptying them.
         finally:
             if collecting:
                 gc.enable()
