@@ -42,6 +42,7 @@ DEFAULT_TOP = 10
 EXIT_OK = 0
 EXIT_LEAK = 1
 EXIT_USAGE = 2
+EXIT_OVER_PEAK = 3       # run --fail-over-peak
 
 
 class _TargetError(Exception):
@@ -451,6 +452,11 @@ def _run_parser(prog, usage):
              "peak while the target ran, instead of what it still holds "
              "at exit")
     parser.add_argument(
+        "--fail-over-peak", type=_size, default=None, metavar="SIZE",
+        help="exit with status 3 when the peak of traced memory while the "
+             "target ran, over its start, exceeds SIZE ('24MB', 512KiB), "
+             "and report what was live at that peak (implies --peak)")
+    parser.add_argument(
         "-m", dest="run_module", action="store_true",
         help="run a module, like python -m")
     # Everything from the script (or module) name on belongs to the target,
@@ -537,6 +543,8 @@ def command_run(argv, prog=f"{PROG} run"):
         usage = f"{prog} [options] (script.py | -m module) [args ...]"
     parser = _run_parser(prog, usage)
     options = _parse_run_args(parser, argv)
+    if options.fail_over_peak is not None:
+        options.peak = True
     if options.html:
         _check_html_report_module(parser)
     _check_output(parser, "-o/--output", options.output)
@@ -573,6 +581,7 @@ def command_run(argv, prog=f"{PROG} run"):
     if options.peak:
         # The peak to report is the target's, not the tool's start-up.
         reset_peak()
+    start_size = tracemalloc.get_traced_memory()[0]
 
     # The report goes where stderr was, even if the target replaced it.
     report_file = sys.stderr
@@ -583,6 +592,7 @@ def command_run(argv, prog=f"{PROG} run"):
         # failed code: drop it so that they do not count as still allocated.
         error = None
 
+    peak_size = max(tracemalloc.get_traced_memory()[1] - start_size, 0)
     gc.collect()
     if not is_tracing():
         print("tracemalloc: the program stopped tracing, no report",
@@ -628,6 +638,21 @@ def command_run(argv, prog=f"{PROG} run"):
     del target_globals
     if failed and status in (None, 0):
         return EXIT_USAGE
+    if options.fail_over_peak is not None:
+        from tracemalloc import _budget
+        measure = _budget.Measure(options.fail_over_peak)
+        measure.peak = peak_size
+        measure.sample = tracemalloc.get_sample()
+        if measure.over:
+            print(measure.headline(options.target), file=report_file)
+            if status in (None, 0):
+                return EXIT_OVER_PEAK
+        else:
+            verb = "is estimated at" if measure.estimated else "was"
+            print(f"tracemalloc: the peak memory of {options.target} {verb} "
+                  f"{_budget.format_bytes(peak_size)}, within its limit of "
+                  f"{_budget.format_bytes(options.fail_over_peak)}",
+                  file=report_file)
     return status
 
 

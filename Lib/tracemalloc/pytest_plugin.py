@@ -57,6 +57,7 @@ __all__ = []
 
 MARKER = "tracemalloc_leaks"
 SKIP_MARKER = "no_tracemalloc_leaks"
+LIMIT_MARKER = "tracemalloc_limit"
 OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
                 "nframe", "ignore")
 # The options that the command line and pyproject.toml also give, and that
@@ -181,6 +182,11 @@ def pytest_addoption(parser):
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
              f"the top {SHOWN_SITES} sites, a few frames each)")
+    group.addoption(
+        "--tracemalloc-limit", type=_limit, default=None, metavar="SIZE",
+        help=f"memory budget of every test (a marker {LIMIT_MARKER}(SIZE) "
+             f"overrides it): fail a test whose call's peak of traced "
+             f"memory, over its start, exceeds SIZE ('24 MB', 512KiB)")
 
 
 def pytest_configure(config):
@@ -194,8 +200,14 @@ def pytest_configure(config):
         "markers",
         f"{SKIP_MARKER}: do not leak check this test, even with "
         f"--tracemalloc-leaks")
+    config.addinivalue_line(
+        "markers",
+        f"{LIMIT_MARKER}(SIZE): fail the test when the peak of traced "
+        f"memory of its call, over the call's start, exceeds SIZE ('24 "
+        f"MB'); None: no limit, whatever --tracemalloc-limit says")
     _project_ignores(config)            # a wrong table: a usage error now
     config.pluginmanager.register(_Summary(config), "tracemalloc-summary")
+    config.pluginmanager.register(_Budgets(config), "tracemalloc-budgets")
     import tracemalloc
     sample = tracemalloc.get_sample() if tracemalloc.is_tracing() else None
     if config.getoption("tracemalloc_leaks", False) and sample is not None:
@@ -998,3 +1010,120 @@ class _Summary:
         if self.report_path and not hasattr(self.config, "workerinput"):
             self._write_json(terminalreporter)
         terminalreporter.write_sep("-", self.summary_line())
+
+
+# --------------------------------------------------------------------------
+# Memory budgets (issue 31, item 6)
+
+def _limit(text):
+    """--tracemalloc-limit's SIZE."""
+    import argparse
+    from tracemalloc import _budget
+    try:
+        return _budget.parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _item_limit(item):
+    """The memory limit of *item* in bytes, or None; ValueError when its
+    marker is wrong."""
+    from tracemalloc import _budget
+    marker = item.get_closest_marker(LIMIT_MARKER)
+    if marker is None:
+        return item.config.getoption("tracemalloc_limit", None)
+    if len(marker.args) != 1 or marker.kwargs:
+        raise ValueError(f"the {LIMIT_MARKER} marker takes one argument, "
+                         f"a size such as '24 MB' (or None), not "
+                         f"{marker.args!r} {marker.kwargs!r}")
+    if marker.args[0] is None:
+        return None
+    return _budget.parse_size(marker.args[0])
+
+
+_limit_key = pytest.StashKey()
+
+
+class _Budgets:
+    """The memory budget of each test: the peak of traced memory of its
+    call, over the call's start.  Under a leak check, the first round (a
+    warm-up round) is the one measured, and the budget's failure is added
+    to the call report once the check is done: the rounds and the leak
+    verdict are not changed.  The measures travel with the reports (the
+    call report fails; the teardown report carries the peak as user
+    properties, as record_property() would, for --junitxml)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.measures = {}          # nodeid: the first round's Measure
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.measures.pop(nodeid, None)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        try:
+            item.stash[_limit_key] = _item_limit(item)
+        except ValueError as error:
+            item.stash[_limit_key] = None
+            pytest.fail(str(error), pytrace=False)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        limit = item.stash.get(_limit_key, None)
+        if limit is None or item.nodeid in self.measures:
+            yield
+            return
+        from tracemalloc import _budget
+        measure = _budget.Measure(limit)
+        with measure:
+            yield
+        if measure.peak is not None:
+            if measure.over:
+                roots, _ = _harness_directories()
+                measure.message = measure.format(
+                    item.nodeid,
+                    skip_frame=_budget.harness_skipper(roots))
+            measure.snapshot = None
+            self.measures[item.nodeid] = measure
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report):
+        verdict = getattr(report, VERDICT_ATTRIBUTE, None)
+        if verdict and report.when == "teardown":
+            _verdict_properties(report, verdict)
+        measure = self.measures.get(report.nodeid)
+        if measure is None:
+            return
+        if report.when == "call" and measure.over:
+            if report.passed:
+                report.outcome = "failed"
+                report.longrepr = measure.message
+                if hasattr(report, "wasxfail"):
+                    # Not the failure that the xfail marker expected.
+                    del report.wasxfail
+            elif report.failed:
+                report.sections.append(("tracemalloc memory limit",
+                                        measure.message))
+        if report.when == "teardown":
+            report.user_properties.extend([
+                ("tracemalloc_peak", measure.peak),
+                ("tracemalloc_limit", measure.limit),
+                ("tracemalloc_peak_over_limit", measure.over),
+                ("tracemalloc_peak_estimated", measure.estimated),
+            ])
+            self.measures.pop(report.nodeid, None)
+
+
+def _verdict_properties(report, verdict):
+    """The leak check's verdict as user properties of the teardown
+    *report* (junitxml writes them as <property> elements): once, in the
+    worker under xdist (the controller sees them already there)."""
+    properties = report.user_properties
+    if any(name == "tracemalloc_verdict" for name, _ in properties):
+        return
+    properties.append(("tracemalloc_verdict", verdict.get("status")))
+    for key in ("reason", "runs", "sites", "location"):
+        if key in verdict:
+            properties.append((f"tracemalloc_{key}", verdict[key]))
+

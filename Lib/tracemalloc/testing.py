@@ -33,11 +33,12 @@ was not the first); it has no leak verdict.
 import contextvars
 import functools
 import inspect
+import os
 import unittest
 
 from tracemalloc import _leakcore, leaks
 
-__all__ = ['no_leaks', 'skip_leak_check', 'LeakCheckMixin']
+__all__ = ['no_leaks', 'skip_leak_check', 'LeakCheckMixin', 'memory_limit']
 
 # unittest leaves the frames of modules that define __unittest out of the
 # tracebacks of failures: the report is the failure, not this module.
@@ -486,3 +487,47 @@ def _call_bound(method, instance):
     # A test method that is not a function of the class (set on the
     # instance): the same callable in every round.
     return method()
+
+
+def memory_limit(limit):
+    """Decorate a test method (or a TestCase class: each of its test*
+    methods) with a memory budget: it fails (the test's failureException)
+    when the peak of traced memory of its call, over the call's start,
+    exceeds *limit*, a size such as ``"24 MB"``, ``"512KiB"`` or an int of
+    bytes.  The message names the budget, the peak, and the top sites of a
+    peak snapshot.  Tracing starts if it is off.  In sampling mode the peak
+    is an estimate (an upper bound), and the message says so.  A bad
+    *limit* raises ValueError at decoration."""
+    from tracemalloc import _budget
+    size = _budget.parse_size(limit)
+
+    def decorate(target):
+        if isinstance(target, type):
+            for name in list(vars(target)):
+                if name.startswith('test') and callable(vars(target)[name]):
+                    setattr(target, name, decorate(vars(target)[name]))
+            return target
+
+        @functools.wraps(target)
+        def limited(*args, **kwargs):
+            test_case = args[0] if args else None
+            measure = _budget.Measure(size)
+            with measure:
+                result = target(*args, **kwargs)
+            if measure.over:
+                title = (test_case.id()
+                         if isinstance(test_case, unittest.TestCase)
+                         else getattr(target, '__qualname__', '?'))
+                roots = [os.path.dirname(unittest.__file__)]
+                message = measure.format(
+                    title, skip_frame=_budget.harness_skipper(roots))
+                measure.snapshot = None
+                exception = (test_case.failureException
+                             if isinstance(test_case, unittest.TestCase)
+                             else AssertionError)
+                error = exception(message)
+                error.peak = measure.peak
+                raise error
+            return result
+        return limited
+    return decorate
