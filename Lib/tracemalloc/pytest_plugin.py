@@ -34,6 +34,10 @@ verdict.  After the last round, a leak turns the test's call report into a
 failure whose message is the leak report: the top sites, each with its
 traceback through the test's code.
 
+A memory budget, ``@pytest.mark.tracemalloc_limit("24 MB")`` or
+``--tracemalloc-limit SIZE`` for every test, fails a test whose call's peak
+of traced memory, over the call's start, exceeds it (see _Budgets).
+
 The session ends with one line, ``tracemalloc: N checked, N leaked, N not
 checked (...)``, whenever some test was to be checked; under pytest-xdist
 the verdicts travel with the test reports, so the controller prints it.
