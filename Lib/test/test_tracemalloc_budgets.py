@@ -130,6 +130,29 @@ class PytestBudgetTests(PytestHarness, unittest.TestCase):
                              (name, props))
             self.assertTrue(int(props["tracemalloc_runs"]) > 1, props)
 
+    def test_leaking_and_over_budget(self):
+        # Both verdicts: the leak report is the failure, the budget's
+        # message a section of the same report.
+        self.write("test_both.py", """\
+            import pytest
+            kept = []
+
+            @pytest.mark.tracemalloc_limit("1 MB")
+            def test_both():
+                data = bytearray(3_000_000)
+                del data
+                kept.append(bytes(50_000))   # LEAK
+        """)
+        code, output = self.run_pytest("-rA", "--tracemalloc-leaks",
+                                       "test_both.py", path=(LIB,),
+                                       timeout=300)
+        self.assertEqual(code, 1, output)
+        self.assertEqual(self.summary(output)["leaked"], 1, output)
+        self.assertRegex(output, r"test_both.py:8: size=\S+ \S+, count=")
+        self.assertEqual(
+            [m["test"] for m in HEADLINE.finditer(output)],
+            ["test_both.py::test_both"], output)
+
     def test_xdist(self):
         if not xdist_installed():
             self.skipTest("pytest-xdist is not installed")
