@@ -979,6 +979,59 @@ class ReportedRetentionTests(unittest.TestCase):
         self.assertEqual(process.returncode, 1, process.stderr)
         self.assertNotIn("held by:", process.stderr)
 
+    def assertJsonRetention(self, site):
+        """*site*, a SITE of a JSON report, carries the chain that holds
+        the planted leak."""
+        retention = site["retention"]
+        self.assertIsNotNone(retention, site)
+        self.assertGreaterEqual(retention["holders"], 1)
+        chain = retention["chains"][0]
+        self.assertEqual(chain["kind"], "root")
+        self.assertEqual(chain["root_kind"], "module")
+        self.assertEqual(chain["root"], f"module {self.name}")
+        self.assertEqual(chain["steps"][:3], [["global _CACHE", "dict"],
+                                              ["['u42']", "list"],
+                                              *chain["steps"][2:3]])
+        self.assertEqual(chain["steps"][1], ["['u42']", "list"])
+        self.assertIn(chain["steps"][-1][1], ("list", "bytes"))
+        self.assertGreater(chain["types"]["bytes"], 0)
+        self.assertEqual(sum(chain["types"].values()), chain["count"])
+        self.assertGreater(chain["size"], 1000 * chain["types"]["bytes"])
+        self.assertIsNone(chain["refcount"])
+        self.assertIsNone(chain["referrers"])
+        self.assertIn(REPORTED_CHAIN, chain["text"])
+
+    def test_cli_json(self):
+        import json
+        import subprocess
+        command = [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                   "--json", f"{self.name}:work"]
+        env = dict(os.environ, PYTHONPATH=self.directory)
+        env.pop("PYTHONTRACEMALLOC", None)
+        process = subprocess.run(command, env=env, cwd=self.directory,
+                                 capture_output=True, text=True)
+        self.assertEqual(process.returncode, 1, process.stderr)
+        data = json.loads(process.stdout)
+        self.assertJsonRetention(data["sites"][0])
+        command.insert(-1, "--no-retention")
+        process = subprocess.run(command, env=env, cwd=self.directory,
+                                 capture_output=True, text=True)
+        self.assertEqual(process.returncode, 1, process.stderr)
+        self.assertIsNone(json.loads(process.stdout)["sites"][0]
+                          ["retention"])
+
+    def test_no_referrer_as_dict(self):
+        # The diagnosis of an object that no Python object holds: its
+        # refcount and the referrers found, in the JSON data too.
+        chain = retention.Chain("no-referrer", None, None,
+                                [retention.Step("", "bytes")], 1, 1, 1033,
+                                {"bytes": 1}, refcount=2, referrers=0)
+        data = retention.Chain.as_dict(chain)
+        self.assertEqual((data["kind"], data["refcount"], data["referrers"],
+                          data["root"], data["steps"]),
+                         ("no-referrer", 2, 0, None, [["", "bytes"]]))
+        self.assertIn("no Python referrer (refcount 2", data["text"])
+
     def run_case(self, case):
         result = unittest.TestResult()
         unittest.defaultTestLoader.loadTestsFromTestCase(case).run(result)
@@ -1072,6 +1125,7 @@ class ReportedRetentionTests(unittest.TestCase):
         self.assertChain(self.run_case(Leaky))
 
     def test_pytest_failure(self):
+        import json
         from test.test_tracemalloc_pytest import PytestHarness
 
         class Harness(PytestHarness, unittest.TestCase):
@@ -1092,12 +1146,30 @@ class ReportedRetentionTests(unittest.TestCase):
                 def test_leak():
                     app.work()
                 """)
-            returncode, output = harness.run_pytest("--tracemalloc-leaks",
-                                                  "test_leaky.py")
+            report_path = os.path.join(self.directory, "report.json")
+            returncode, output = harness.run_pytest(
+                "--tracemalloc-leaks", f"--tracemalloc-report={report_path}",
+                "test_leaky.py")
+            with open(report_path, encoding="utf-8") as file:
+                data = json.load(file)
+            off = harness.run_pytest(
+                "--tracemalloc-leaks", "--tracemalloc-no-retention",
+                f"--tracemalloc-report={report_path}", "test_leaky.py")
+            with open(report_path, encoding="utf-8") as file:
+                data_off = json.load(file)
         finally:
             harness.doCleanups()
         self.assertEqual(returncode, 1, output)
         self.assertChain(output)
+        test, = data["tests"]
+        self.assertEqual(test["verdict"], "leaked")
+        self.assertJsonRetention(test["report"]["sites"][0])
+        # --tracemalloc-no-retention: the same verdict, no chain.
+        self.assertEqual(off[0], 1, off[1])
+        self.assertNotIn("held by:", off[1])
+        test, = data_off["tests"]
+        self.assertEqual(test["verdict"], "leaked")
+        self.assertIsNone(test["report"]["sites"][0]["retention"])
 
 
 if __name__ == "__main__":

@@ -945,6 +945,8 @@ class LeakSite:
             "rounds_grown": self.rounds_grown,
             "traceback": [[frame.filename, frame.lineno]
                           for frame in reversed(self.traceback)],
+            "retention": (None if self.retention is None
+                          else self.retention.as_dict()),
         }
 
     def format(self, frames=None, chains=None):

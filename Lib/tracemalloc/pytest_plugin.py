@@ -183,6 +183,10 @@ def pytest_addoption(parser):
              "(sizes, counts, tracebacks) to FILE.json (schema: 'JSON "
              "reports' in the tracemalloc docs)")
     group.addoption(
+        "--tracemalloc-no-retention", action="store_true", default=False,
+        help="do not search for what holds a leaking test's objects (the "
+             "'held by:' chains of the failure and of the JSON report)")
+    group.addoption(
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
              f"the top {SHOWN_SITES} sites, a few frames each)")
@@ -264,6 +268,8 @@ def _check_options(item):
     if ignore:
         options["ignore"] = ignore
     options["title"] = item.nodeid
+    if config.getoption("tracemalloc_no_retention", False):
+        options["retention"] = False
     options["harness_directories"] = _thread_harness_directories()
     leaks.LeakCheck(**options)          # ValueError on a bad value
     return options

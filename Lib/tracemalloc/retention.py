@@ -172,6 +172,24 @@ class Chain:
     def __str__(self):
         return self.format()
 
+    def as_dict(self):
+        """The chain as JSON-ready data (see "JSON reports" in the docs):
+        *steps* as ``[how, type]`` pairs, root first; *text* is the chain
+        as format() writes it, whole."""
+        return {
+            "kind": self.kind,
+            "root_kind": self.root_kind,
+            "root": self.root,
+            "steps": [[step.how, step.type] for step in self.steps],
+            "length": self.length,
+            "count": self.count,
+            "size": self.size,
+            "types": dict(self.types),
+            "refcount": self.refcount,
+            "referrers": self.referrers,
+            "text": self.format(max_steps=None),
+        }
+
     def summary(self):
         """One line: count, size and type counts under the holder."""
         types = ", ".join(f"{name} {n}" for name, n in
@@ -215,6 +233,16 @@ class Retention:
 
     def __str__(self):
         return "\n".join(self.format())
+
+    def as_dict(self):
+        """JSON-ready data: the chains (Chain.as_dict()) and the totals."""
+        return {
+            "chains": [chain.as_dict() for chain in self.chains],
+            "holders": self.holders,
+            "count": self.count,
+            "reached": self.reached,
+            "types": dict(self.types),
+        }
 
 
 # ---- roots -------------------------------------------------------------
