@@ -696,6 +696,46 @@ class BrowserTests(unittest.TestCase):
             return {parent: Array.from(r.parent), size: Array.from(r.size),
                     width: document.getElementById('graph').clientWidth};""")
 
+    def test_leaking_sites_and_chains(self):
+        # A leak check's sites, with the chains that hold them, drawn above
+        # the graph as text (a name from the program is never HTML).
+        chain = {"kind": "root", "root_kind": "module", "root": "module app",
+                 "steps": [["global _CACHE", "dict"], ["['<b>x</b>']",
+                                                       "list"]],
+                 "length": 3, "count": 14, "size": 13613,
+                 "types": {"list": 1, "bytes": 13}, "refcount": None,
+                 "referrers": None,
+                 "text": "module app \u2192 global _CACHE (dict) \u2192 "
+                         "['<b>x</b>'] \u2192 list"}
+        site = {"filename": "app.py", "lineno": 4, "domain": 0,
+                "size": 12492, "count": 12, "sizes": [1041] * 12,
+                "counts": [1] * 12, "rounds_grown": 12,
+                "traceback": [["app.py", 4]],
+                "retention": {"chains": [chain], "holders": 2, "count": 14,
+                              "reached": 14, "types": chain["types"]}}
+        unheld = dict(site, lineno=9, retention=None)
+        self.load(self.snapshot, "leaks.html", leaks=[site, unheld])
+        lines = self.driver.execute("""
+            const section = document.getElementById('leaks-section');
+            if (section.hidden) return null;
+            return Array.from(section.querySelectorAll('li'),
+                li => Array.from(li.children, d => d.textContent));""")
+        self.assertEqual(lines, [
+            ["app.py:4: grew 12.2 KiB in 12 blocks over 12 measured rounds "
+             "(in 12 of them)",
+             "held by: module app \u2192 global _CACHE (dict) \u2192 "
+             "['<b>x</b>'] \u2192 list",
+             "14 objects, 13.3 KiB under it (bytes 13, list 1)",
+             "1 more holders not shown"],
+            ["app.py:9: grew 12.2 KiB in 12 blocks over 12 measured rounds "
+             "(in 12 of them)"]])
+        self.assertEqual(self.driver.execute(
+            "return document.querySelectorAll('#leaks b').length;"), 0)
+        # Without leaks=, no section.
+        self.load(self.snapshot, "noleaks.html")
+        self.assertTrue(self.driver.execute(
+            "return document.getElementById('leaks-section').hidden;"))
+
     def test_boxes_add_up_to_the_total(self):
         self.load(self.snapshot, "sizes.html")
         total = sum(trace.size for trace in self.snapshot.traces)

@@ -1001,6 +1001,27 @@ class ReportedRetentionTests(unittest.TestCase):
         self.assertIsNone(chain["referrers"])
         self.assertIn(REPORTED_CHAIN, chain["text"])
 
+    def test_cli_html(self):
+        # leaks --html: the report's data carries the leaking sites with
+        # their chains (the page draws them; test_tracemalloc_html checks
+        # the drawing in a browser).
+        import subprocess
+        from test.test_tracemalloc_html import report_data
+        path = os.path.join(self.directory, "report.html")
+        command = [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                   "--html", path, f"{self.name}:work"]
+        env = dict(os.environ, PYTHONPATH=self.directory)
+        env.pop("PYTHONTRACEMALLOC", None)
+        process = subprocess.run(command, env=env, cwd=self.directory,
+                                 capture_output=True, text=True)
+        self.assertEqual(process.returncode, 1, process.stderr)
+        with open(path, encoding="utf-8") as file:
+            data = report_data(file.read())
+        site, = data["leaks"]
+        self.assertEqual(site["filename"], os.path.join(self.directory,
+                                                        self.name + ".py"))
+        self.assertJsonRetention(site)
+
     def test_cli_json(self):
         import json
         import subprocess

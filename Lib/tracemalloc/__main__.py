@@ -211,7 +211,8 @@ def _write_failed(parser, path, exc, file=None):
           file=sys.stderr if file is None else file, flush=True)
 
 
-def _write_html(parser, snapshot, path, *, base=None, title=None):
+def _write_html(parser, snapshot, path, *, base=None, title=None,
+                leaks=None):
     """Write the report; only called once the target is done.  Raise
     OSError if it cannot be written."""
     try:
@@ -221,7 +222,8 @@ def _write_html(parser, snapshot, path, *, base=None, title=None):
             raise
         _check_html_report_module(parser)
         raise
-    htmlreport.write_html(snapshot, path, base=base, title=title)
+    htmlreport.write_html(snapshot, path, base=base, title=title,
+                          leaks=leaks)
     print(f"tracemalloc: HTML report written to {path}", file=sys.stderr)
 
 
@@ -1018,7 +1020,7 @@ def command_leaks(argv):
                                         check.last_snapshot))
         try:
             _write_html(parser, last, options.html, base=first,
-                        title=f"leaks of {target}")
+                        title=f"leaks of {target}", leaks=report.sites)
         except OSError as exc:
             # The verdict stands; a clean check whose report was asked
             # for and not written is no success (issue 29, 2.14).

@@ -291,7 +291,7 @@ def _table(emitter, totals, base_totals, key_type):
     }
 
 
-def _report_data(snapshot, base, title):
+def _report_data(snapshot, base, title, leaks=None):
     totals = _traceback_totals(snapshot)
     base_totals = _traceback_totals(base) if base is not None else []
     with_base = base is not None
@@ -321,6 +321,7 @@ def _report_data(snapshot, base, title):
         'others': {str(index): merged
                    for index, merged in emitter.others.items()},
         'tables': tables,
+        'leaks': leaks,
     }
 
 
@@ -330,13 +331,17 @@ def _script_json(data):
     return text.replace('<', '\\u003c')
 
 
-def write_html(snapshot, path, *, base=None, title=None):
+def write_html(snapshot, path, *, base=None, title=None, leaks=None):
     """Write *snapshot* as a self-contained HTML report.
 
     *path* is a file name (str, bytes or os.PathLike) or a text file object.
     With *base*, an older Snapshot, the report also shows what changed since
     *base*: the graph is coloured by growth and the tables list differences.
     *title* names the report (default: "tracemalloc report").
+    *leaks*, the sites of a leak check (``LeakSite`` objects, or their
+    ``as_dict()``), adds a section above the graph: each site's growth and
+    the chains that hold its objects (``LeakSite.retention``), with their
+    type counts.
 
     The file needs no network and no other file: open it in any browser.
     """
@@ -348,7 +353,10 @@ def write_html(snapshot, path, *, base=None, title=None):
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        data = _report_data(snapshot, base, str(title))
+        if leaks is not None:
+            leaks = [site if isinstance(site, dict) else site.as_dict()
+                     for site in leaks]
+        data = _report_data(snapshot, base, str(title), leaks)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -388,6 +396,10 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <h1 id="title">@TITLE@</h1>
 <p id="summary"></p>
 </header>
+<section id="leaks-section" aria-label="Leaking sites" hidden>
+<h2>Leaking sites</h2>
+<ol id="leaks"></ol>
+</section>
 <section id="graph-section" aria-label="Memory by call path">
 <div class="controls">
 <input id="search" type="search" placeholder="Search file, line or code"
@@ -431,6 +443,11 @@ _STYLE = """\
 body { margin: 0 16px 24px; background: #fafafa; }
 h1 { font-size: 20px; margin: 12px 0 2px; }
 #summary { margin: 0 0 8px; color: #444; }
+h2 { font-size: 15px; margin: 10px 0 4px; }
+#leaks { margin: 0 0 10px; padding-left: 2em; font: 12px/1.5 monospace; }
+#leaks .site { font-weight: bold; }
+#leaks .chain { color: #7a1a12; }
+#leaks .under { color: #555; padding-left: 2em; }
 .controls { display: flex; gap: 8px; align-items: center; flex-wrap: wrap;
   margin: 6px 0; }
 #search { width: 22em; padding: 3px 6px; }
@@ -645,6 +662,41 @@ _SCRIPT = r"""
         " or less are merged into \u201cother\u201d";
     }
     document.getElementById("summary").textContent = text + ".";
+  }
+
+  // ---- leaking sites (a leak check's report) ----------------------------
+  if (data.leaks && data.leaks.length) {
+    document.getElementById("leaks-section").hidden = false;
+    const list = document.getElementById("leaks");
+    const line = function (parent, className, text) {
+      const div = document.createElement("div");
+      div.className = className;
+      div.textContent = text;
+      parent.appendChild(div);
+    };
+    for (const site of data.leaks) {
+      const item = document.createElement("li");
+      line(item, "site", site.filename + ":" + site.lineno + ": grew " +
+           formatSize(site.size) + " in " + formatCount(site.count) +
+           " blocks over " + site.sizes.length + " measured rounds (in " +
+           site.rounds_grown + " of them)");
+      const retention = site.retention;
+      if (retention) {
+        for (const chain of retention.chains) {
+          line(item, "chain", "held by: " + chain.text);
+          const types = Object.entries(chain.types)
+            .sort(function (a, b) { return b[1] - a[1]; })
+            .map(function (t) { return t[0] + " " + t[1]; }).join(", ");
+          line(item, "under", formatCount(chain.count) + " objects, " +
+               formatSize(chain.size) + " under it (" + types + ")");
+        }
+        if (retention.holders > retention.chains.length) {
+          line(item, "under", (retention.holders - retention.chains.length) +
+               " more holders not shown");
+        }
+      }
+      list.appendChild(item);
+    }
   }
 
   // ---- the graph --------------------------------------------------------
