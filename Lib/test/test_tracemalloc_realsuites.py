@@ -275,6 +275,17 @@ class RealSuiteTest(PytestHarness):
             (os.path.realpath(match["file"]), int(match["line"])),
             (os.path.realpath(path), lineno), output)
 
+    def assertHeldBy(self, output, count=None):
+        # The chain that holds the planted leak's bytearrays: the plant
+        # module's global list (issue 30, item 5).
+        module = os.path.splitext(self.project.plant_file)[0]
+        chain = (f"held by: module {module.replace('/', '.')} \u2192 "
+                 f"global _planted_kept (list)")
+        found = [line for line in output.splitlines() if chain in line]
+        self.assertTrue(found, f"no {chain!r} in:\n{output}")
+        if count is not None:
+            self.assertEqual(len(found), count, output)
+
     def test_planted_leak_pytest(self):
         path, lineno = self.plant()
         returncode, output = self.pytest_in_source(
@@ -290,6 +301,10 @@ class RealSuiteTest(PytestHarness):
                     (os.path.realpath(path), lineno), output)
         summary = self.summary(output)
         self.assertEqual(summary["leaked"], len(failures), output)
+        # One chain per failure reported in full (a failure message shows
+        # one; past MAX_REPORTS failures, the session summarises by site).
+        from tracemalloc.pytest_plugin import MAX_REPORTS
+        self.assertHeldBy(output, count=min(len(failures), MAX_REPORTS))
 
     def test_planted_leak_cli(self):
         path, lineno = self.plant()
@@ -297,6 +312,7 @@ class RealSuiteTest(PytestHarness):
                                         self.project.cli_target)
         self.assertEqual(process.returncode, 1, process.stdout)
         self.assertPlantedFirst(process.stdout, path, lineno)
+        self.assertHeldBy(process.stdout)
 
     def test_planted_leak_unittest_mixin(self):
         if self.project.unittest_case is None:
@@ -320,6 +336,7 @@ class RealSuiteTest(PytestHarness):
         process = self.python_in_source("-c", script)
         self.assertEqual(process.returncode, 1, process.stdout)
         self.assertPlantedFirst(process.stdout, path, lineno)
+        self.assertHeldBy(process.stdout)
 
 
     def test_mixin_agrees_with_plugin(self):
