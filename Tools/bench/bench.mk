@@ -18,6 +18,7 @@
 #   bench-instructions  callgrind instruction counts per alloc+free pair
 #   bench-longrun   engine memory over changing call paths (issue 7)
 #   bench-snapshots snapshot API at 10^4..10^6 live traces
+#   bench-retention retention paths' search at 10^5 and 10^6 live objects
 #   bench-results   regenerate RESULTS.md and the README summary from the
 #                   latest saved run (Tools/bench/results/latest-full.json)
 #
@@ -91,9 +92,9 @@ BENCH_RUN := $(BENCH_MK_DIR)/run.py
 BENCH_FORK_DEPS ?= $(if $(BENCH_STANDALONE),,build)
 
 .PHONY: bench bench-quick bench-pristine bench-results bench-pristine-path \
-	bench-instructions bench-longrun bench-snapshots
+	bench-instructions bench-longrun bench-snapshots bench-retention
 
-BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots
+BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots,retention
 
 bench-pristine: $(PRISTINE_STAMP)
 	@echo "PRISTINE_PYTHON = $(PRISTINE_PYTHON)"
@@ -148,7 +149,7 @@ bench-quick: $(BENCH_FORK_DEPS) bench-pristine
 
 # One suite alone (full size; add BENCH_ARGS=--quick for the short one).
 # They save results/latest-custom.json (or -quick) and leave RESULTS.md alone.
-bench-instructions bench-longrun bench-snapshots: bench-%: $(BENCH_FORK_DEPS) bench-pristine
+bench-instructions bench-longrun bench-snapshots bench-retention: bench-%: $(BENCH_FORK_DEPS) bench-pristine
 	$(BENCH_CHECK_FORK)
 	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
 	    --suites $* $(BENCH_ARGS)

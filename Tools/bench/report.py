@@ -742,6 +742,11 @@ def all_text_tables(data):
         for note in snapshot_notes(sn):
             out.append("  ! " + note)
         out.append("")
+    if "retention" in data:
+        import retention
+        out.append(retention.intro(data["retention"]))
+        out.append(retention.table(data["retention"]["results"]))
+        out.append("")
     if "scaling" in data:
         tables, _ = scaling_tables(data["scaling"])
         out.append("Scaling: ns per traced allocation, traced minus off (off column: absolute ns per iteration)")
@@ -880,6 +885,10 @@ def results_markdown(data):
         notes = snapshot_notes(sn)
         if notes:
             lines += ["Problems:", ""] + [f"- {n}" for n in notes] + [""]
+    if "retention" in data:
+        import retention
+        lines += ["## Retention paths", "", retention.intro(data["retention"]),
+                  "", retention.table(data["retention"]["results"]), ""]
     if "scaling" in data:
         s = data["scaling"]
         tables, _ = scaling_tables(s)

@@ -225,6 +225,25 @@ def run_retention_suite(fork, quick=False, timeout=900, progress=None):
     return results
 
 
+def run_bench_suite(pythons, quick, timeout, progress):
+    """The suite of ``run.py --suites retention`` (``make bench``): the
+    fork's rows only; pristine has no retention search."""
+    results = run_retention_suite(pythons["fork"], quick, timeout,
+                                  progress=progress.line)
+    return {"results": results, "quick": quick, "sample": SAMPLE,
+            "repeat": REPEAT}
+
+
+def intro(data):
+    return (f"Retention paths (issue 30): the search of "
+            f"tracemalloc.retention on a heap of N live objects reachable "
+            f"from a module's globals, half of them GC objects; best of "
+            f"{data['repeat']} searches, peak memory as the process's RSS "
+            f"high-water mark over its RSS before (the search allocates "
+            f"untraced, with malloc); objgraph's find_backref_chain() for "
+            f"one target on the same heap, for scale.")
+
+
 def _format_memory(value):
     if value is None:
         return "n/a"

@@ -55,7 +55,8 @@ QUICK_WORKLOADS = ["objects_dict", "float_nbody", "strings", "json_roundtrip",
 SLOW_RATIO = 3.0
 
 # Every suite, in the order a run executes them.
-ALL_SUITES = ["time", "memory", "scaling", "instructions", "longrun", "snapshots"]
+ALL_SUITES = ["time", "memory", "scaling", "instructions", "longrun", "snapshots",
+              "retention"]
 
 
 def discover_workloads():
@@ -303,7 +304,8 @@ def main(argv=None):
 
     for key, module, func in (("instructions", "instructions", "run_instructions_suite"),
                               ("longrun", "longrun", "run_longrun_suite"),
-                              ("snapshots", "snapshots", "run_snapshot_suite")):
+                              ("snapshots", "snapshots", "run_snapshot_suite"),
+                              ("retention", "retention", "run_bench_suite")):
         if key in suites:
             progress = benchlib.Progress()
             suite = getattr(__import__(module), func)
