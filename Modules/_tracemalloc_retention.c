@@ -31,6 +31,8 @@
  * object can change under it).
  */
 
+#include "pycore_interp.h"        // PyInterpreterState.gc: the permanent generation
+
 #define RETENTION_NONE UINT32_MAX
 
 /* Entry flags. */
@@ -332,6 +334,29 @@ retention_mark_ignored(retention_search *s, PyObject *obj)
     return 0;
 }
 
+/* gc.get_objects() leaves out the permanent generation, where gc.freeze()
+   moves every tracked object (a program's own freeze, before it forks its
+   workers, say): append the frozen objects to EVERYTHING, so that a frozen
+   holder is found (an uncollected cycle frozen with its objects, which
+   phase 2 would otherwise call "no Python referrer"), and a frozen object
+   that a site allocated too.  Appending runs no Python code and no
+   collection, so the list does not change while it is walked. */
+static int
+retention_add_frozen(PyObject *everything)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    PyGC_Head *head = &interp->gc.permanent_generation.head;
+    for (PyGC_Head *g = (PyGC_Head *)head->_gc_next; g != head;
+         g = (PyGC_Head *)g->_gc_next)
+    {
+        /* The object follows its GC header. */
+        if (PyList_Append(everything, (PyObject *)(g + 1)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Phase 2.  GET_OBJECTS: gc.get_objects(), a C function, which runs no
    Python code. */
 static int
@@ -345,6 +370,10 @@ retention_phase2(retention_search *s, PyObject *ignore_fast,
     if (!PyList_Check(everything)) {
         Py_DECREF(everything);
         PyErr_SetString(PyExc_TypeError, "gc.get_objects() is not a list");
+        return -1;
+    }
+    if (retention_add_frozen(everything) < 0) {
+        Py_DECREF(everything);
         return -1;
     }
     if (retention_mark_ignored(s, everything) < 0) {
@@ -1066,6 +1095,9 @@ tracemalloc_site_objects(PyObject *module, PyObject *const *args,
     }
     if (!PyList_Check(everything)) {
         PyErr_SetString(PyExc_TypeError, "gc.get_objects() is not a list");
+        goto done;
+    }
+    if (retention_add_frozen(everything) < 0) {
         goto done;
     }
     Py_ssize_t n = PyList_GET_SIZE(everything);

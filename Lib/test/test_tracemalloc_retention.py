@@ -438,6 +438,50 @@ class RetentionTests(unittest.TestCase):
         targets.clear()
         gc.collect()
 
+    def test_frozen_holders(self):
+        # A program's own gc.freeze() moves its objects to the permanent
+        # generation, which gc.get_objects() leaves out: a frozen
+        # uncollected cycle is still a cycle (it was "no Python referrer"),
+        # and a site's frozen objects are still found.
+        import subprocess
+        script = textwrap.dedent("""\
+            import gc, tracemalloc
+            from tracemalloc import retention
+
+            class Node:
+                pass
+
+            tracemalloc.start(1)
+            node = Node(); node.self = node; node.items = []
+            holder = node.items
+            site = [Node() for _ in range(3)]  # SITE
+            del node
+            gc.disable()
+            gc.freeze()
+            leaked = [bytearray(10) for _ in range(3)]
+            holder.extend(leaked)
+            del holder
+            result = retention.retention_paths(leaked)
+            kinds = [chain.kind for chain in result.chains]
+            assert kinds == ["cycle"], result.format()
+            assert result.chains[0].refcount is None
+            lineno = next(i for i, line in enumerate(
+                open(__file__), 1) if line.endswith("# SITE\\n"))
+            found = retention.site_objects(__file__, lineno)
+            assert sorted(map(id, found)) == sorted(map(id, site)), found
+            print("ok")
+            """)
+        path = os.path.join(self.enterContext(
+            __import__("tempfile").TemporaryDirectory()), "frozen.py")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(script)
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        process = subprocess.run([sys.executable, path], env=env,
+                                 capture_output=True, text=True)
+        self.assertEqual((process.returncode, process.stdout.strip()),
+                         (0, "ok"), process.stderr)
+
     def test_unheld(self):
         # Only the caller's container refers to it.
         result = retention.retention_paths([Payload(1)])

@@ -490,8 +490,8 @@ def retention_paths(objects, *, max_chains=MAX_CHAINS):
         chains.append(Chain(
             kind, root_kind, root, steps, len(chain), count, size,
             {_type_name(t): n for t, n in group_types.items()},
-            refcount if kind != "root" else None,
-            referrers if kind != "root" else None))
+            refcount if kind == "no-referrer" else None,
+            referrers if kind == "no-referrer" else None))
     del groups, namespaces, root_list, ignore
     return Retention(chains, holders, sum(all_types.values()), reached,
                      {_type_name(t): n for t, n in all_types.items()})
