@@ -125,12 +125,15 @@ class Measure:
         lines = [self.headline(what)]
         if self.snapshot is None:
             return "\n".join(lines)
-        stats = self.snapshot.statistics('traceback')
+        # What tracemalloc's own code allocated (the check's, the plugin's
+        # data) is not the test's: left out.
+        own = _leakcore.package_files()
+        stats = [stat for stat in self.snapshot.statistics('traceback')
+                 if stat.traceback[-1].filename not in own]
         estimate = "about " if self.estimated else ""
         lines.append(f"top {min(top, len(stats))} of {len(stats)} sites "
                      f"live at the peak (the sizes include what was live "
                      f"before the call):")
-        own = _leakcore.package_files()
         for stat in stats[:top]:
             # A traceback iterates oldest first: most recent first here.
             shown = [frame for frame in reversed(list(stat.traceback))
