@@ -64,6 +64,7 @@ help:
 	@echo "make refresh-patches regenerate the base's patches from edits in build/BASE/src"
 	@echo "make new-patch NAME=slug FILES='upstream/file ...'   start a new patch"
 	@echo "make install PREFIX=/opt/python-tm   install the fork"
+	@echo "make dist            a relocatable binary tarball of the fork in build/BASE/dist"
 	@echo "make bench | bench-quick   fork vs pristine $(BASE_VERSION) benchmarks"
 	@echo "make bench-pristine  build pristine $(BASE_VERSION) with the same flags (cached)"
 	@echo "make bench-leakcheck  cost of a leak check in a 10^5-live-trace process"
@@ -132,7 +133,13 @@ demo: build
 # when it exists (and skips, saying so, when it does not).
 PARITY_ENV = $(if $(TRACEMALLOC_PRISTINE_PYTHON),,$(if $(wildcard $(PRISTINE_STAMP)),TRACEMALLOC_PRISTINE_PYTHON=$(PRISTINE_PYTHON)))
 
-test: build
+# A relocatable binary tarball of the installed fork, for CI jobs to
+# download (Tools/fork/dist.sh; `make test` checks it).
+.PHONY: dist
+dist: build
+	@TRACEMALLOC_FORK_BASE=$(BASE) Tools/fork/dist.sh $(OBJ_DIR) $(BUILD_DIR)/dist
+
+test: build dist
 	@$(PARITY_ENV) $(FORK_PYTHON) Tools/fork/run_tests.py --python $(FORK_PYTHON) --jobs $(JOBS)
 
 check-patches:

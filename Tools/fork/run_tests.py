@@ -59,6 +59,7 @@ OURS = [
     "test.test_tracemalloc_pytestsound",  # issue 29: 2.2 2.3; skips likewise
     "test.test_tracemalloc_budgets",  # issue 31: 6, 8 (junitxml); skips likewise
     "test.test_tracemalloc_retention",  # issue 30; oracle skips w/o objgraph
+    "test.test_tracemalloc_dist",   # issue 31 item 9: make test makes dist
     "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without the base's pristine
     "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
