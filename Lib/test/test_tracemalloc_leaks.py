@@ -1368,7 +1368,7 @@ class CLITest(unittest.TestCase):
     FAKE_HTMLREPORT = textwrap.dedent("""\
         import sys, types
         fake = types.ModuleType("tracemalloc.htmlreport")
-        def write_html(snapshot, path, *, base=None, title=None):
+        def write_html(snapshot, path, *, base=None, title=None, **leaks):
             with open(path, "w") as file:
                 file.write(f"{len(snapshot.traces)} {base is not None} "
                            f"{title}")

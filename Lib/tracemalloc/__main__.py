@@ -222,8 +222,10 @@ def _write_html(parser, snapshot, path, *, base=None, title=None,
             raise
         _check_html_report_module(parser)
         raise
-    htmlreport.write_html(snapshot, path, base=base, title=title,
-                          leaks=leaks)
+    # (leaks= only when there are leaks: a write_html() of its own, which
+    # a program may put in place of the module's, need not take it.)
+    extra = {} if leaks is None else {'leaks': leaks}
+    htmlreport.write_html(snapshot, path, base=base, title=title, **extra)
     print(f"tracemalloc: HTML report written to {path}", file=sys.stderr)
 
 
@@ -1020,7 +1022,8 @@ def command_leaks(argv):
                                         check.last_snapshot))
         try:
             _write_html(parser, last, options.html, base=first,
-                        title=f"leaks of {target}", leaks=report.sites)
+                        title=f"leaks of {target}",
+                        leaks=report.sites or None)
         except OSError as exc:
             # The verdict stands; a clean check whose report was asked
             # for and not written is no success (issue 29, 2.14).
