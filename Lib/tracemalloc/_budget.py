@@ -22,10 +22,10 @@ TOP_SITES = 5
 # Frames of each site's traceback that it shows (the most recent first).
 SITE_FRAMES = 3
 
-_SUFFIXES = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
+SIZE_SUFFIXES = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
              'm': 1024 ** 2, 'mb': 1000 ** 2, 'mib': 1024 ** 2,
              'g': 1024 ** 3, 'gb': 1000 ** 3, 'gib': 1024 ** 3}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
+SIZE_PATTERN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
 
 
 def parse_size(value):
@@ -42,12 +42,12 @@ def parse_size(value):
     if not isinstance(value, str):
         raise ValueError(f"a memory limit must be a size such as 1000, "
                          f"512KiB or '24 MB', not {value!r}")
-    match = _SIZE.match(value.lower())
-    if match is None or match[2] not in _SUFFIXES:
+    match = SIZE_PATTERN.match(value.lower())
+    if match is None or match[2] not in SIZE_SUFFIXES:
         raise ValueError(f"a memory limit must be a size such as 1000, "
                          f"512KiB or '24 MB' (suffixes: K, KB, KiB, M, "
                          f"MB, MiB, G, GB, GiB), not {value!r}")
-    size = float(match[1]) * _SUFFIXES[match[2]]
+    size = float(match[1]) * SIZE_SUFFIXES[match[2]]
     if not size < float('inf'):
         raise ValueError(f"a memory limit must be a finite size, "
                          f"not {value!r}")

@@ -55,7 +55,7 @@ import pytest
 # runtestprotocol(), run once per round.
 from _pytest.runner import CallInfo, call_and_report, show_test_item
 
-from tracemalloc import _leakcore, leaks
+from tracemalloc import _budget, _leakcore, leaks
 
 __all__ = []
 
@@ -93,21 +93,16 @@ VERDICT_ATTRIBUTE = "tracemalloc_verdict"
 _marker_error_key = pytest.StashKey()
 _leaking_tests_key = pytest.StashKey()
 
-_SIZE_SUFFIXES = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
-                  'm': 1024 ** 2, 'mb': 1000 ** 2, 'mib': 1024 ** 2,
-                  'g': 1024 ** 3, 'gb': 1000 ** 3, 'gib': 1024 ** 3}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
-
-
 def _size(text):
-    """A number of bytes, as the command line takes it: 1000, 64K, 1.5MB."""
+    """A number of bytes, as the command line takes it: 1000, 64K, 1.5MB
+    (the grammar of the memory budgets' sizes, _budget.parse_size())."""
     import argparse
-    match = _SIZE.match(text.lower())
-    if match is None or match[2] not in _SIZE_SUFFIXES:
+    match = _budget.SIZE_PATTERN.match(text.lower())
+    if match is None or match[2] not in _budget.SIZE_SUFFIXES:
         raise argparse.ArgumentTypeError(
             f"must be a size in bytes such as 1000, 64KiB or 2MB, "
             f"not {text!r}")
-    value = float(match[1]) * _SIZE_SUFFIXES[match[2]]
+    value = float(match[1]) * _budget.SIZE_SUFFIXES[match[2]]
     if not value < float('inf'):
         # int() of inf raised OverflowError, a traceback.
         raise argparse.ArgumentTypeError(
@@ -1028,7 +1023,6 @@ class _Summary:
 def _limit(text):
     """--tracemalloc-limit's SIZE."""
     import argparse
-    from tracemalloc import _budget
     try:
         return _budget.parse_size(text)
     except ValueError as error:
@@ -1038,7 +1032,6 @@ def _limit(text):
 def _item_limit(item):
     """The memory limit of *item* in bytes, or None; ValueError when its
     marker is wrong."""
-    from tracemalloc import _budget
     marker = item.get_closest_marker(LIMIT_MARKER)
     if marker is None:
         return item.config.getoption("tracemalloc_limit", None)
@@ -1084,7 +1077,6 @@ class _Budgets:
         if limit is None or item.nodeid in self.measures:
             yield
             return
-        from tracemalloc import _budget
         measure = _budget.Measure(limit)
         with measure:
             yield
