@@ -28,6 +28,7 @@
 #include "tracemalloc_framecache.c"
 #include "tracemalloc_compact.c"
 #include "tracemalloc_hooks.c"
+#include "tracemalloc_startup.c"
 
 /* ---- start / stop ------------------------------------------------------- */
 

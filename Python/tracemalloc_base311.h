@@ -135,6 +135,13 @@ _PyTraceMalloc_Init(int nframe)
         fprintf(stderr, "%s\n", error);
         return -1;
     }
+    /* -X tracemalloc_signal: read now, so that a bad value stops the
+       interpreter before anything runs; the handler is installed later
+       (_PyTraceMalloc_InstallStartupSignal(), Python/tracemalloc_startup.c). */
+    if (_PyTraceMalloc_ReadSignalOption(_Py_GetConfig(), &error) < 0) {
+        fprintf(stderr, "%s\n", error);
+        return -1;
+    }
     if (nframe == 0 && _PyTraceMalloc_StartupSample()) {
         nframe = 1;
     }

@@ -161,6 +161,12 @@ _PyTraceMalloc_Init(void)
     if (_PyTraceMalloc_ReadSampleOption(&main->config, &error) < 0) {
         return _PyStatus_ERR(error);
     }
+    /* -X tracemalloc_signal: read now, so that a bad value stops the
+       interpreter before anything runs; the handler is installed later
+       (_PyTraceMalloc_InstallStartupSignal(), Python/tracemalloc_startup.c). */
+    if (_PyTraceMalloc_ReadSignalOption(&main->config, &error) < 0) {
+        return _PyStatus_ERR(error);
+    }
     if (main->config.tracemalloc == 0 && _PyTraceMalloc_StartupSample()) {
         main->config.tracemalloc = 1;
     }

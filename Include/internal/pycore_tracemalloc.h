@@ -83,6 +83,15 @@ extern int _PyTraceMalloc_NewReference(PyObject *op);
 #include "pycore_runtime.h"
 #endif
 
+/* On-demand profiles (Python/tracemalloc_startup.c): the adapter's
+   _PyTraceMalloc_Init() reads -X tracemalloc_signal /
+   PYTHONTRACEMALLOCSIGNAL (0, or -1 with *ERROR set); init_interp_main()
+   installs the handler, main interpreter only, before site. */
+extern int _PyTraceMalloc_ReadSignalOption(const PyConfig *config,
+                                           const char **error);
+extern int _PyTraceMalloc_StartupSignal(void);
+extern PyStatus _PyTraceMalloc_InstallStartupSignal(void);
+
 /* Trace domain of the Python allocators (upstream's DEFAULT_DOMAIN). */
 #define _PyTraceMalloc_DEFAULT_DOMAIN 0
 

@@ -15,8 +15,29 @@ dump under way is finished before the interpreter exits.
 Nothing that the dump does raises into the program: an error (tracing off,
 a disk full, a directory gone) is said in one line on standard error, and
 so is each file written.
+
+Any process of the fork can also be profiled without changing its code:
+started with ``PYTHONTRACEMALLOCSIGNAL=USR2`` (or ``-X
+tracemalloc_signal=USR2``), the interpreter calls _install_at_startup()
+before site and the program run (Python/tracemalloc_startup.c), and
+``python -m tracemalloc attach PID`` (tracemalloc._attach) sends the
+signal.  The state machine of that handler (_OnDemand):
+
+* tracing off: the signal starts sampling (one sample per
+  STARTUP_INTERVAL bytes on average, or the interval of the option;
+  STARTUP_NFRAME frames; with allocation totals when the build has them)
+  and keeps a state file (state_path()) while it lasts;
+* tracing that a signal started: the signal takes a snapshot of what is
+  live and of what was allocated since the start, stops tracing, removes
+  the state file, and writes one pprof profile with both from a thread;
+* tracing that the program (or -X tracemalloc) started: each signal writes
+  a profile, and tracing goes on.
+
+Its files are never readable by others unless the umask allows more than
+0o600 (_write_private()).
 """
 
+import atexit
 import os
 import signal
 import string
@@ -62,6 +83,11 @@ def _after_fork_in_child():
     _counter = 0
     for dumper in _installed.values():
         dumper.pattern = _with_pid(dumper.pattern)
+    if _on_demand is not None:
+        # Tracing that a signal started in the parent goes on in the child
+        # (the next signal writes the child's profile and stops it), but
+        # the state file is the parent's.
+        _on_demand.state_file = None
 
 
 def _with_pid(pattern):
@@ -296,3 +322,324 @@ def dump_on_signal(signum=_DEFAULT_SIGNAL, path=DEFAULT_PATH, *,
     previous = signal.signal(signum, dumper)
     _installed[signum] = dumper
     return previous
+
+
+# --------------------------------------------------------------------------
+# Profiles of any process, on demand: PYTHONTRACEMALLOCSIGNAL=USR2 (or
+# -X tracemalloc_signal=USR2[:INTERVAL]) at startup, then a signal, or
+# `python -m tracemalloc attach PID`.
+
+# Tracing that a signal starts: frames per traceback (with this engine N
+# costs nothing per allocation), and the mean sampling interval when the
+# option gives none (the suggested interval of "Sampling in production").
+STARTUP_NFRAME = 25
+STARTUP_INTERVAL = 512 * 1024
+
+# The file name of the default pattern, in default_directory().
+STARTUP_NAME = 'tracemalloc-{pid}-{n}.pb.gz'
+
+# tempfile.gettempdir()'s candidates, without its probe (a file written to
+# each): `attach` computes the same directory from the process's
+# environment.
+_TEMP_VARIABLES = ('TMPDIR', 'TEMP', 'TMP')
+_TEMP_FALLBACKS = ('/tmp', '/var/tmp', '/usr/tmp')
+
+# The handler installed at startup, if any.
+_on_demand = None
+
+
+def default_directory(environ=None):
+    """The directory of the default pattern: the first of $TMPDIR, $TEMP
+    and $TMP in *environ* (default: os.environ) that is an absolute path to
+    a directory, else the first of /tmp, /var/tmp and /usr/tmp that is
+    one, else the current directory."""
+    if environ is None:
+        environ = os.environ
+    for name in _TEMP_VARIABLES:
+        value = environ.get(name)
+        if value and os.path.isabs(value) and os.path.isdir(value):
+            return value
+    for value in _TEMP_FALLBACKS:
+        if os.path.isdir(value):
+            return value
+    return os.getcwd()
+
+
+def default_pattern(environ=None):
+    """The pattern used when PYTHONTRACEMALLOCDUMP (and -X
+    tracemalloc_dump) is not given: tracemalloc-{pid}-{n}.pb.gz in
+    default_directory(), its braces escaped."""
+    directory = default_directory(environ)
+    escaped = directory.replace('{', '{{').replace('}', '}}')
+    return os.path.join(escaped, STARTUP_NAME)
+
+
+def state_path(pattern, pid, environ=None):
+    """The state file that process *pid*, whose absolute dump pattern is
+    *pattern*, keeps while tracing that a signal started is on:
+    .tracemalloc-PID.sampling in the directory of its profiles (in
+    default_directory() when that directory changes with {n} or {time})."""
+    directory = os.path.dirname(pattern)
+    fields = {field for _, field, _, _ in string.Formatter().parse(directory)
+              if field is not None}
+    if fields - {'pid'}:
+        directory = default_directory(environ)
+    else:
+        directory = directory.format(pid=pid)
+    return os.path.join(directory, f".tracemalloc-{pid}.sampling")
+
+
+def _write_private(path, write):
+    """Call write(temporary_path), then rename the file that it wrote to
+    *path*: a file whose mode is 0o600 less the umask, never readable by
+    another user unless the umask says so.
+
+    The file is written in a directory of mode 0o700 made beside *path*
+    (so that the rename stays on one file system), where no one else can
+    open it while it is written whatever mode its writer gives it; it
+    starts as an empty file made with mode 0o600 (the kernel applies the
+    umask), whose mode is given back to it once written."""
+    directory, name = os.path.split(path)
+    private = os.path.join(
+        directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.d")
+    os.mkdir(private, 0o700)
+    inner = os.path.join(private, name)
+    try:
+        fd = os.open(inner, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                     | getattr(os, 'O_CLOEXEC', 0), 0o600)
+        try:
+            mode = os.fstat(fd).st_mode & 0o777
+        finally:
+            os.close(fd)
+        write(inner)
+        os.chmod(inner, mode)
+        os.replace(inner, path)
+    finally:
+        for leftover in os.listdir(private):
+            try:
+                os.unlink(os.path.join(private, leftover))
+            except OSError:
+                pass
+        try:
+            os.rmdir(private)
+        except OSError:
+            pass
+
+
+def _keyword_parameters(function):
+    """The names of *function*'s parameters, without importing inspect
+    (a writer thread must not import: see _import_writers())."""
+    code = getattr(getattr(function, '__func__', function), '__code__', None)
+    if code is None:
+        return ()
+    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
+def _allocated_snapshot(tracemalloc):
+    """The snapshot of what was allocated since tracing started, or None:
+    when this build has no allocation totals, or when tracing did not keep
+    them."""
+    if 'allocated' not in _keyword_parameters(tracemalloc.take_snapshot):
+        return None
+    is_tracing_allocations = getattr(tracemalloc, 'is_tracing_allocations',
+                                     None)
+    if is_tracing_allocations is not None and not is_tracing_allocations():
+        return None
+    try:
+        return tracemalloc.take_snapshot(allocated=True)
+    except (RuntimeError, ValueError):
+        return None
+
+
+def _signal_name(signum):
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class _OnDemand:
+    """The handler that PYTHONTRACEMALLOCSIGNAL installs: the state
+    machine described at the top of this module."""
+
+    def __init__(self, signum, pattern, format, interval, option):
+        self.signum = signum
+        self.pattern = pattern
+        self.format = format
+        # None: exact tracing (the option's ":exact").
+        self.interval = interval
+        self.option = option
+        self.previous = None
+        # Tracing that this handler started, and when.
+        self.started = False
+        self.started_at = None
+        self.allocations = False
+        self.state_file = None
+
+    def __call__(self, signum, frame):
+        # A signal handler: nothing propagates into the code that the
+        # signal interrupted.
+        try:
+            self._handle()
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            _report(f"{_signal_name(self.signum)}: {type(exc).__name__}: "
+                    f"{exc}")
+
+    def _handle(self):
+        import tracemalloc
+
+        if self.started and not tracemalloc.is_tracing():
+            # The program stopped the tracing that the signal started.
+            self._forget_start()
+        if not tracemalloc.is_tracing():
+            self._start(tracemalloc)
+        else:
+            self._dump(tracemalloc, stop=self.started)
+
+    def _describe_mode(self):
+        if self.interval is None:
+            return "exact: every allocation traced"
+        return (f"sampled: one sample per {self.interval} bytes on "
+                f"average")
+
+    def _start(self, tracemalloc):
+        name = _signal_name(self.signum)
+        options = {} if self.interval is None else {'sample': self.interval}
+        try:
+            tracemalloc.start(STARTUP_NFRAME, allocations=True, **options)
+            allocations = True
+        except TypeError:
+            # A build without allocation totals.
+            tracemalloc.start(STARTUP_NFRAME, **options)
+            allocations = False
+        self.started = True
+        self.started_at = time.monotonic()
+        self.allocations = allocations
+        self._write_state_file()
+        totals = ", with allocation totals" if allocations else ""
+        _report(f"{name}: tracing started, {self._describe_mode()} "
+                f"({STARTUP_NFRAME} frames{totals}); send {name} again to "
+                f"write the profile and stop")
+
+    def _write_state_file(self):
+        path = state_path(self.pattern, os.getpid())
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                         | getattr(os, 'O_CLOEXEC', 0), 0o600)
+            try:
+                os.write(fd, (f"pid {os.getpid()}\n"
+                              f"started {time.time():.3f}\n"
+                              f"interval {self.interval or 0}\n"
+                              f"pattern {self.pattern}\n").encode(
+                                  'utf-8', 'surrogateescape'))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            # attach waits for it; a signal sent by hand does not need it.
+            _report(f"cannot write the state file {path}: {exc}")
+            return
+        self.state_file = path
+
+    def _forget_start(self):
+        self.started = False
+        self.started_at = None
+        path, self.state_file = self.state_file, None
+        if path is not None:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def _dump(self, tracemalloc, stop):
+        global _counter
+        name = _signal_name(self.signum)
+        busy = _busy
+        if not busy.acquire(blocking=False):
+            _report(f"{name}: a profile is still being written; this "
+                    f"signal is ignored")
+            return
+        try:
+            snapshot = tracemalloc.take_snapshot()
+            allocated = _allocated_snapshot(tracemalloc)
+            if stop:
+                elapsed = time.monotonic() - self.started_at
+                tracemalloc.stop()
+                self._forget_start()
+                note = (f"; tracing stopped after {elapsed:.1f} s")
+            else:
+                note = "; tracing goes on"
+            _counter += 1
+            path = self.pattern.format(
+                pid=os.getpid(), n=_counter,
+                time=time.strftime('%Y%m%dT%H%M%SZ', time.gmtime()))
+            writer = threading.Thread(
+                target=self._write, args=(snapshot, allocated, path, busy,
+                                          note),
+                name="tracemalloc-dump")
+            writer.start()
+        except BaseException:
+            busy.release()
+            raise
+
+    def _write(self, snapshot, allocated, path, busy, note):
+        name = _signal_name(self.signum)
+        try:
+            if self.format != 'pprof':
+                what = "snapshot"
+                _write_private(path, snapshot.dump)
+            elif (allocated is not None and 'allocated' in
+                    _keyword_parameters(type(snapshot).dump_pprof)):
+                what = "pprof (in use and allocated)"
+                _write_private(path, lambda temporary: snapshot.dump_pprof(
+                    temporary, allocated=allocated))
+            else:
+                what = "pprof (in use)"
+                _write_private(path, snapshot.dump_pprof)
+        except Exception as exc:
+            _report(f"{name}: cannot write the profile to {path}: "
+                    f"{type(exc).__name__}: {exc}{note}")
+        else:
+            _report(f"{name}: {what} written to {path}{note}")
+        finally:
+            busy.release()
+
+
+def _remove_state_file():
+    if _on_demand is not None:
+        _on_demand._forget_start()
+
+
+def _install_at_startup(signum, option, interval, exact, pattern,
+                        pattern_option):
+    """Install the handler that -X tracemalloc_signal or
+    PYTHONTRACEMALLOCSIGNAL asked for (*option*, "NAME=VALUE"): the
+    interpreter calls it at startup (Python/tracemalloc_startup.c), before
+    site.  *interval* 0 is the default interval, *exact* asks for exact
+    tracing; *pattern* is the dump pattern that *pattern_option* gave, or
+    None for default_pattern().  A pattern that cannot be used raises
+    ValueError with a message naming its option: the interpreter stops
+    with it."""
+    global _on_demand
+    if pattern is None:
+        pattern = default_pattern()
+        source = f"the default dump pattern {pattern!r} of {option}"
+    else:
+        source = f"{pattern_option}={pattern}"
+    try:
+        pattern = _check_pattern(pattern)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{source}: {exc}") from None
+    _import_writers()
+    handler = _OnDemand(signum, pattern, _guess_format(pattern),
+                        None if exact else (interval or STARTUP_INTERVAL),
+                        option)
+    try:
+        handler.previous = signal.signal(signum, handler)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{option}: cannot handle "
+                         f"{_signal_name(signum)}: {exc}") from None
+    _on_demand = handler
+    atexit.register(_remove_state_file)
+    return handler

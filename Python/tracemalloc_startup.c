@@ -1,0 +1,310 @@
+/* Profiles of any process on demand, asked for at startup:
+ *
+ *   -X tracemalloc_signal=SIGNAL[:INTERVAL]   PYTHONTRACEMALLOCSIGNAL
+ *   -X tracemalloc_dump=PATTERN               PYTHONTRACEMALLOCDUMP
+ *
+ * Part of the engine's translation unit (Python/tracemalloc.c includes it).
+ *
+ * The signal option is read with the configuration, by the adapter's
+ * _PyTraceMalloc_Init() (Python/tracemalloc_base313.h, _base311.h), so that
+ * a bad signal name or interval stops the interpreter before anything runs,
+ * with a message naming the option, as a bad -X tracemalloc_sample does.
+ *
+ * The handler is installed later, when the main interpreter can import:
+ * Python/pylifecycle.c (patch 0009 on 3.11; 3.13's patch that owns the
+ * file) calls _PyTraceMalloc_InstallStartupSignal() once, after the
+ * __main__ module and the warnings are set up and before site is imported,
+ * so before any code of the user runs.  It imports tracemalloc._ondemand and
+ * calls its _install_at_startup(), which puts a Python-level handler on the
+ * signal with signal.signal().  That is the whole mechanism: the C handler
+ * of the signal module only sets a flag, and the eval loop runs the Python
+ * handler at its next safe point, in the main thread; the profile is encoded
+ * and written by a thread of its own.  The state machine and the files are
+ * described in tracemalloc._ondemand and in Doc/library/tracemalloc.rst,
+ * "Profiles of any process, on demand".
+ *
+ * Without the option nothing is imported, nothing is installed, and the
+ * signal keeps its default action.  -E (and -I) ignore the environment
+ * variables; the -X options win over them.
+ */
+
+#include "pycore_initconfig.h"     // _PyStatus_OK(), _PyStatus_ERR()
+
+#include <signal.h>
+#include <ctype.h>
+
+/* What the signal option asked for; signum 0: nothing. */
+static struct {
+    int signum;
+    uint64_t interval;          /* 0: the default interval */
+    int exact;                  /* ":exact": trace every allocation */
+    char option[200];           /* "OPTION=VALUE", for messages */
+} startup_signal;
+
+/* The signals that the option may name (without "SIG"): those that a
+   process can catch and that no one sends it by accident of its own
+   execution (SIGSEGV, SIGFPE...), nor stop it for good (SIGKILL, SIGSTOP).
+   A number is accepted when it is one of these, or a real-time signal. */
+static const struct {
+    const char *name;
+    int number;
+} startup_signal_names[] = {
+#ifdef SIGUSR1
+    {"USR1", SIGUSR1},
+#endif
+#ifdef SIGUSR2
+    {"USR2", SIGUSR2},
+#endif
+#ifdef SIGHUP
+    {"HUP", SIGHUP},
+#endif
+#ifdef SIGINT
+    {"INT", SIGINT},
+#endif
+#ifdef SIGQUIT
+    {"QUIT", SIGQUIT},
+#endif
+#ifdef SIGTERM
+    {"TERM", SIGTERM},
+#endif
+#ifdef SIGALRM
+    {"ALRM", SIGALRM},
+#endif
+#ifdef SIGURG
+    {"URG", SIGURG},
+#endif
+#ifdef SIGWINCH
+    {"WINCH", SIGWINCH},
+#endif
+#ifdef SIGVTALRM
+    {"VTALRM", SIGVTALRM},
+#endif
+#ifdef SIGPROF
+    {"PROF", SIGPROF},
+#endif
+#ifdef SIGPWR
+    {"PWR", SIGPWR},
+#endif
+#ifdef SIGBREAK
+    {"BREAK", SIGBREAK},
+#endif
+};
+
+#define STARTUP_NSIGNALS \
+    (sizeof(startup_signal_names) / sizeof(startup_signal_names[0]))
+
+/* The signal that TEXT names ("USR2", "SIGUSR2", "usr2", "12"), or 0. */
+static int
+startup_parse_signal(const char *text, size_t length)
+{
+    char name[16];
+    if (length == 0 || length >= sizeof(name)) {
+        return 0;
+    }
+    for (size_t i = 0; i < length; i++) {
+        name[i] = (char)toupper((unsigned char)text[i]);
+    }
+    name[length] = 0;
+    if (isdigit((unsigned char)name[0])) {
+        char *end;
+        long number = strtol(name, &end, 10);
+        if (*end != 0) {
+            return 0;
+        }
+        for (size_t i = 0; i < STARTUP_NSIGNALS; i++) {
+            if (startup_signal_names[i].number == number) {
+                return (int)number;
+            }
+        }
+#if defined(SIGRTMIN) && defined(SIGRTMAX)
+        if (number >= SIGRTMIN && number <= SIGRTMAX) {
+            return (int)number;
+        }
+#endif
+        return 0;
+    }
+    const char *bare = strncmp(name, "SIG", 3) == 0 ? name + 3 : name;
+    for (size_t i = 0; i < STARTUP_NSIGNALS; i++) {
+        if (strcmp(startup_signal_names[i].name, bare) == 0) {
+            return startup_signal_names[i].number;
+        }
+    }
+    return 0;
+}
+
+/* Read -X tracemalloc_signal (or PYTHONTRACEMALLOCSIGNAL, unless -E) from
+   CONFIG: 0, or -1 with *ERROR set to a message naming the option. */
+int
+_PyTraceMalloc_ReadSignalOption(const PyConfig *config, const char **error)
+{
+    static char message[400];
+    const char *option = NULL, *text = NULL;
+    char buffer[128];
+    memset(&startup_signal, 0, sizeof(startup_signal));
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *x = config->xoptions.items[i];
+        const wchar_t *prefix = L"tracemalloc_signal";
+        size_t n = wcslen(prefix);
+        if (wcsncmp(x, prefix, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
+            option = "-X tracemalloc_signal";
+            if (x[n] == 0 || wcstombs(buffer, x + n + 1, sizeof(buffer))
+                                 >= sizeof(buffer)) {
+                buffer[0] = 0;      /* reported as a bad value below */
+            }
+            text = buffer;
+        }
+    }
+    if (option == NULL && config->use_environment) {
+        const char *env = getenv("PYTHONTRACEMALLOCSIGNAL");
+        if (env != NULL && env[0] != 0) {
+            option = "PYTHONTRACEMALLOCSIGNAL";
+            text = env;
+        }
+    }
+    if (option == NULL) {
+        return 0;
+    }
+    PyOS_snprintf(startup_signal.option, sizeof(startup_signal.option),
+                  "%s=%.60s", option, text);
+    const char *colon = strchr(text, ':');
+    size_t length = colon != NULL ? (size_t)(colon - text) : strlen(text);
+    int signum = startup_parse_signal(text, length);
+    if (signum == 0) {
+        char names[200] = "";
+        for (size_t i = 0; i < STARTUP_NSIGNALS; i++) {
+            size_t used = strlen(names);
+            PyOS_snprintf(names + used, sizeof(names) - used, "%s%s",
+                          i ? ", " : "", startup_signal_names[i].name);
+        }
+        PyOS_snprintf(message, sizeof(message),
+                      "%s: unknown signal %.*s; expected SIGNAL or "
+                      "SIGNAL:INTERVAL, SIGNAL one of %s (with or without "
+                      "SIG) or its number", startup_signal.option,
+                      (int)(length < 40 ? length : 40), text, names);
+        *error = message;
+        return -1;
+    }
+    if (colon != NULL) {
+        const char *interval = colon + 1;
+        if (strcmp(interval, "exact") == 0) {
+            startup_signal.exact = 1;
+        }
+        else {
+            const char *why;
+            uint64_t value = _PyTraceMalloc_ParseSize(interval, &why);
+            if (why == NULL && value > _PyTraceMalloc_SAMPLE_MAX) {
+                why = "the sampling interval is too large";
+            }
+            if (why != NULL) {
+                PyOS_snprintf(message, sizeof(message),
+                              "%s: bad interval %.40s: %s, or exact",
+                              startup_signal.option, interval, why);
+                *error = message;
+                return -1;
+            }
+            startup_signal.interval = value;
+        }
+    }
+    startup_signal.signum = signum;
+    return 0;
+}
+
+/* Whether a signal option was given (the hook has something to do). */
+int
+_PyTraceMalloc_StartupSignal(void)
+{
+    return startup_signal.signum;
+}
+
+/* The dump pattern that -X tracemalloc_dump or PYTHONTRACEMALLOCDUMP (unless
+   -E) gives, as a new str with *OPTION set to its name; None when neither;
+   NULL with an exception set. */
+static PyObject *
+startup_dump_pattern(const PyConfig *config, const char **option)
+{
+    const wchar_t *found = NULL;
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *x = config->xoptions.items[i];
+        const wchar_t *prefix = L"tracemalloc_dump";
+        size_t n = wcslen(prefix);
+        if (wcsncmp(x, prefix, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
+            found = x[n] == 0 ? L"" : x + n + 1;
+        }
+    }
+    if (found != NULL) {
+        *option = "-X tracemalloc_dump";
+        return PyUnicode_FromWideChar(found, -1);
+    }
+    if (config->use_environment) {
+        const char *env = getenv("PYTHONTRACEMALLOCDUMP");
+        if (env != NULL && env[0] != 0) {
+            *option = "PYTHONTRACEMALLOCDUMP";
+            return PyUnicode_DecodeFSDefault(env);
+        }
+    }
+    *option = NULL;
+    Py_RETURN_NONE;
+}
+
+/* Python/pylifecycle.c's hook, main interpreter only: install the signal
+   handler that the options asked for, before site and before the user's
+   code.  An option that the handler cannot use (a pattern whose directory
+   does not exist) stops the interpreter with a message naming it. */
+PyStatus
+_PyTraceMalloc_InstallStartupSignal(void)
+{
+    static char message[600];
+    if (startup_signal.signum == 0) {
+        return _PyStatus_OK();
+    }
+    const PyConfig *config = _Py_GetConfig();
+    const char *pattern_option = NULL;
+    PyObject *result = NULL;
+    PyObject *pattern = startup_dump_pattern(config, &pattern_option);
+    if (pattern != NULL) {
+        PyObject *module = PyImport_ImportModule("tracemalloc._ondemand");
+        if (module != NULL) {
+            result = PyObject_CallMethod(
+                module, "_install_at_startup", "isKiOs",
+                startup_signal.signum, startup_signal.option,
+                (unsigned long long)startup_signal.interval,
+                startup_signal.exact, pattern, pattern_option);
+            Py_DECREF(module);
+        }
+        Py_DECREF(pattern);
+    }
+    if (result != NULL) {
+        Py_DECREF(result);
+        return _PyStatus_OK();
+    }
+    /* The message is the exception's: _install_at_startup() names the
+       option in it.  Anything else (an import that failed) is said with
+       its type. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#endif
+    PyObject *text = NULL;
+    if (exc != NULL) {
+        if (PyErr_GivenExceptionMatches(exc, PyExc_ValueError)) {
+            text = PyObject_Str(exc);
+        }
+        else {
+            text = PyUnicode_FromFormat("%s: %s: %S", startup_signal.option,
+                                        Py_TYPE(exc)->tp_name, exc);
+        }
+    }
+    const char *utf8 = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    PyOS_snprintf(message, sizeof(message), "%s",
+                  utf8 != NULL ? utf8 :
+                  "cannot install the tracemalloc signal handler");
+    Py_XDECREF(text);
+    Py_XDECREF(exc);
+    PyErr_Clear();
+    return _PyStatus_ERR(message);
+}
