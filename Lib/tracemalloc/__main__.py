@@ -13,10 +13,13 @@ Commands (``python -m tracemalloc COMMAND --help`` describes each one):
   html   write a self-contained HTML report of a snapshot file
   pprof  convert a snapshot file (or the difference of two) to a pprof
          profile, for go tool pprof and continuous-profiling systems
+  attach ask a running process (PID) that started with
+         PYTHONTRACEMALLOCSIGNAL=USR2 for a pprof profile; print its path
 
 Exit status: 0 when all is well, 1 when a leak (or a growth over the limit)
-is found, 2 on a usage error or when the target cannot run; ``run`` exits
-with the status of the program that it ran.
+is found, 2 on a usage error or when the target cannot run (``attach``:
+when the process did not opt in, is not ours or did not answer); ``run``
+exits with the status of the program that it ran.
 
 The work is done by functions of the package that programs may call too:
 tracemalloc.leaks.check(), Snapshot.load(), Snapshot.statistics(),
@@ -35,7 +38,7 @@ from tracemalloc import _leakcore
 from tracemalloc import (BaseFilter, Snapshot, Traceback, _format_size,
                          is_tracing, reset_peak, start, take_snapshot)
 
-COMMANDS = ('run', 'leaks', 'top', 'diff', 'html', 'pprof')
+COMMANDS = ('run', 'leaks', 'top', 'diff', 'html', 'pprof', 'attach')
 PROG = "python -m tracemalloc"
 DEFAULT_TOP = 10
 
@@ -1287,6 +1290,13 @@ def command_pprof(argv):
     return EXIT_OK
 
 
+def command_attach(argv):
+    """`attach PID [--duration S] [--timeout S]` (tracemalloc._attach)."""
+    from tracemalloc import _attach
+
+    return _attach.command_attach(argv, prog=f"{PROG} attach")
+
+
 # --------------------------------------------------------------------------
 
 def main(argv=None):
@@ -1308,6 +1318,7 @@ _COMMAND_FUNCTIONS = {
     'diff': command_diff,
     'html': command_html,
     'pprof': command_pprof,
+    'attach': command_attach,
 }
 
 
