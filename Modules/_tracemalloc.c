@@ -297,14 +297,15 @@ peak_sampled_size(const _PyTraceMalloc_PeakGroup *g)
     return size < 1 ? 1 : (uint64_t)llround(size);
 }
 
-/* Sampling mode: a peak group's estimated BLOCKS, the whole part A of
-   their average size (at least 1), and the weight W2 of the blocks of
-   A + 1 bytes that make the bytes add up. */
+/* A group's BLOCKS (its count in units of UNIT blocks: 1, or
+   _PyTraceMalloc_SAMPLE_COUNT_UNIT for sampling mode's estimates), the
+   whole part A of their average size (at least 1), and the weight W2 of
+   the blocks of A + 1 bytes that make the bytes add up. */
 static void
-peak_sampled_split(const _PyTraceMalloc_PeakGroup *g, double *blocks,
-                   double *a, double *w2)
+group_split(const _PyTraceMalloc_PeakGroup *g, double unit, double *blocks,
+            double *a, double *w2)
 {
-    *blocks = (double)g->count / _PyTraceMalloc_SAMPLE_COUNT_UNIT;
+    *blocks = (double)g->count / unit;
     double bytes = (double)g->size;
     *a = *blocks > 0 ? floor(bytes / *blocks) : 1;
     if (*a < 1) {
@@ -573,6 +574,74 @@ done:
     return columns_fini(&c, ok);
 }
 
+/* Each group as two traces of the sizes around its blocks' average, A and
+   A + 1 bytes, weighing W1 and W2 blocks, so that W1 + W2 and A * W1 +
+   (A + 1) * W2 are its blocks and bytes (one trace when the average is
+   whole): C's columns, weights included, are replaced.  UNIT: see
+   group_split().  0, or -1 with an exception set. */
+static int
+weighted_columns_fill(columns *c, _PyTraceMalloc_PeakGroup *groups,
+                      size_t ngroups, double unit)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        double blocks, a, w2;
+        group_split(&groups[i], unit, &blocks, &a, &w2);
+        count += (w2 > 0 && w2 < blocks) ? 2 : 1;
+    }
+    Py_SETREF(c->weights, PyBytes_FromStringAndSize(
+        NULL, (Py_ssize_t)count * 8));
+    Py_SETREF(c->domains, PyBytes_FromStringAndSize(
+        NULL, (Py_ssize_t)count * 4));
+    Py_SETREF(c->sizes, PyBytes_FromStringAndSize(
+        NULL, (Py_ssize_t)count * 8));
+    Py_SETREF(c->indexes, PyBytes_FromStringAndSize(
+        NULL, (Py_ssize_t)count * 4));
+    if (c->weights == NULL || c->domains == NULL || c->sizes == NULL
+        || c->indexes == NULL) {
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        _PyTraceMalloc_PeakGroup *g = &groups[i];
+        uint32_t index;
+        if (columns_index(c, g->node, &index) < 0) {
+            return -1;
+        }
+        double blocks, a, w2;
+        group_split(g, unit, &blocks, &a, &w2);
+        double weights[2] = {blocks, 0};
+        int n = 1;
+        if (w2 > 0 && w2 < blocks) {
+            weights[0] = blocks - w2;
+            weights[1] = w2;
+            n = 2;
+        }
+        for (int j = 0; j < n; j++, k++) {
+            columns_set(c, k, g->domain, (uint64_t)a + (uint64_t)j, index);
+            memcpy(PyBytes_AS_STRING(c->weights) + 8 * k, &weights[j], 8);
+        }
+    }
+    return 0;
+}
+
+/* What was allocated since start(), as weighted columns in both modes:
+   one or two traces per (domain, call path), whatever the number of blocks
+   allocated there. */
+static PyObject *
+build_alloc_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
+                    const _PyTraceMalloc_CCTView *view, int threads)
+{
+    columns c;
+    int ok = 0;
+    if (columns_init(&c, view, threads, 0) == 0) {
+        ok = weighted_columns_fill(
+            &c, groups, ngroups,
+            view->sample ? _PyTraceMalloc_SAMPLE_COUNT_UNIT : 1) == 0;
+    }
+    return columns_fini(&c, ok);
+}
+
 /* As build_peak_traces(): each group's blocks get its average size. */
 static PyObject *
 build_peak_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
@@ -589,51 +658,8 @@ build_peak_columns(_PyTraceMalloc_PeakGroup *groups, size_t ngroups,
         goto done;
     }
     if (sampled) {
-        /* Each group's estimate as two traces of the sizes around the
-           average, A and A + 1 bytes, weighing W1 and W2 blocks, so that
-           W1 + W2 and A * W1 + (A + 1) * W2 are its blocks and bytes
-           (one trace when the average is whole). */
-        count = 0;
-        for (size_t i = 0; i < ngroups; i++) {
-            double blocks, a, w2;
-            peak_sampled_split(&groups[i], &blocks, &a, &w2);
-            count += (w2 > 0 && w2 < blocks) ? 2 : 1;
-        }
-        Py_SETREF(c.weights, PyBytes_FromStringAndSize(
-            NULL, (Py_ssize_t)count * 8));
-        Py_SETREF(c.domains, PyBytes_FromStringAndSize(
-            NULL, (Py_ssize_t)count * 4));
-        Py_SETREF(c.sizes, PyBytes_FromStringAndSize(
-            NULL, (Py_ssize_t)count * 8));
-        Py_SETREF(c.indexes, PyBytes_FromStringAndSize(
-            NULL, (Py_ssize_t)count * 4));
-        if (c.weights == NULL || c.domains == NULL || c.sizes == NULL
-            || c.indexes == NULL) {
-            goto done;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < ngroups; i++) {
-            _PyTraceMalloc_PeakGroup *g = &groups[i];
-            uint32_t index;
-            if (columns_index(&c, g->node, &index) < 0) {
-                goto done;
-            }
-            double blocks, a, w2;
-            peak_sampled_split(g, &blocks, &a, &w2);
-            double weights[2] = {blocks, 0};
-            int n = 1;
-            if (w2 > 0 && w2 < blocks) {
-                weights[0] = blocks - w2;
-                weights[1] = w2;
-                n = 2;
-            }
-            for (int j = 0; j < n; j++, k++) {
-                columns_set(&c, k, g->domain, (uint64_t)a + (uint64_t)j,
-                            index);
-                memcpy(PyBytes_AS_STRING(c.weights) + 8 * k, &weights[j], 8);
-            }
-        }
-        ok = 1;
+        ok = weighted_columns_fill(&c, groups, ngroups,
+                                   _PyTraceMalloc_SAMPLE_COUNT_UNIT) == 0;
         goto done;
     }
     size_t k = 0;
@@ -653,6 +679,12 @@ done:
     return columns_fini(&c, ok);
 }
 
+/* What export_ex() copies: the live traces, those at the peak, or the
+   totals allocated since start(). */
+enum { EXPORT_LIVE, EXPORT_PEAK, EXPORT_ALLOCATED };
+
+static PyObject *export_ex(int which, int threads, int as_columns);
+
 /* Run BUILD (build_traces or build_columns, or their peak variants) on a
    copy of the engine's traces, untraced and with the garbage collector
    paused: an export creates up to millions of tuples, and the collector
@@ -660,12 +692,35 @@ done:
 static PyObject *
 export(int peak, int threads, int as_columns)
 {
+    return export_ex(peak ? EXPORT_PEAK : EXPORT_LIVE, threads, as_columns);
+}
+
+static PyObject *
+export_ex(int which, int threads, int as_columns)
+{
     _PyTraceMalloc_CCTView view;
     PyObject *result = NULL;
     /* The export's own objects are not the user's memory. */
     _PyTraceMalloc_SuspendThread();
     int gc_was_enabled = PyGC_Disable();
-    if (peak) {
+    if (which == EXPORT_ALLOCATED) {
+        _PyTraceMalloc_PeakGroup *groups;
+        size_t ngroups;
+        int res = _PyTraceMalloc_AllocCopy(&groups, &ngroups, &view);
+        if (res == -2) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "tracemalloc keeps allocation totals only when "
+                            "tracing started with allocations=True");
+        }
+        else if (res < 0) {
+            PyErr_NoMemory();
+        }
+        else {
+            result = build_alloc_columns(groups, ngroups, &view, threads);
+            free(groups);
+        }
+    }
+    else if (which == EXPORT_PEAK) {
         _PyTraceMalloc_PeakGroup *groups;
         size_t ngroups;
         if (_PyTraceMalloc_PeakCopy(&groups, &ngroups, &view) < 0) {
@@ -1328,16 +1383,18 @@ _tracemalloc__get_object_traceback(PyObject *module, PyObject *obj)
 /* start() is written by hand: Argument Clinic's int converter has no
    "int or None or str" keyword of our own. */
 PyDoc_STRVAR(tracemalloc_start__doc__,
-"start($module, nframe=1, /, *, sample=None)\n"
+"start($module, nframe=1, /, *, sample=None, allocations=None)\n"
 "--\n"
 "\n"
 "Start tracing memory allocations.\n"
 "\n"
 "Each traceback keeps up to nframe frames (1 to 65535).  With sample, a\n"
 "mean sampling interval in bytes (an int, or a str such as '512KiB'),\n"
-"only sampled blocks are traced and statistics are estimates.  Called\n"
-"while tracing, it leaves tracing as it is (sample must then be the\n"
-"running mode's, or None).");
+"only sampled blocks are traced and statistics are estimates.  With\n"
+"allocations=True, the engine also keeps what each call path allocated\n"
+"since tracing started, freed or not (take_snapshot(allocated=True)).\n"
+"Called while tracing, it leaves tracing as it is (sample and\n"
+"allocations must then be the running mode's, or None).");
 
 /* A sampling interval: an int of bytes, or a str with a unit ("512KiB"). */
 static int
@@ -1389,18 +1446,32 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (!_PyArg_CheckPositional("start", nargs, 0, 1)) {
         return NULL;
     }
-    PyObject *sample_obj = Py_None;
+    PyObject *sample_obj = Py_None, *allocations_obj = Py_None;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        if (!PyUnicode_Check(name)
-            || PyUnicode_CompareWithASCIIString(name, "sample") != 0) {
+        if (PyUnicode_Check(name)
+            && PyUnicode_CompareWithASCIIString(name, "sample") == 0) {
+            sample_obj = args[nargs + i];
+        }
+        else if (PyUnicode_Check(name)
+                 && PyUnicode_CompareWithASCIIString(name,
+                                                     "allocations") == 0) {
+            allocations_obj = args[nargs + i];
+        }
+        else {
             PyErr_Format(PyExc_TypeError,
                          "start() got an unexpected keyword argument '%S'",
                          name);
             return NULL;
         }
-        sample_obj = args[nargs + i];
+    }
+    int allocations = -1;
+    if (allocations_obj != Py_None) {
+        allocations = PyObject_IsTrue(allocations_obj);
+        if (allocations < 0) {
+            return NULL;
+        }
     }
     int nframe = 1;
     if (nargs >= 1) {
@@ -1413,8 +1484,8 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (!sample_converter(sample_obj, &sample)) {
         return NULL;
     }
-    if (_PyTraceMalloc_StartSampled(nframe, sample, sample_obj != Py_None)
-            < 0) {
+    if (_PyTraceMalloc_StartSampled(nframe, sample, sample_obj != Py_None,
+                                    allocations) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1749,6 +1820,46 @@ done:
     return result;
 }
 
+/* Written by hand, as start(): issue 33's allocation totals. */
+PyDoc_STRVAR(tracemalloc_get_allocated__doc__,
+"_get_allocated($module, /, *, threads=False)\n"
+"--\n"
+"\n"
+"What each call path allocated since tracing started (or clear_traces()),\n"
+"freed or not, as the columns of _get_columns(), weighted: one or two\n"
+"traces per (domain, call path).  RuntimeError unless tracing started\n"
+"with allocations=True.  Private: use take_snapshot(allocated=True).");
+
+static PyObject *
+tracemalloc_get_allocated(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"threads", NULL};
+    int threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$p:_get_allocated",
+                                     keywords, &threads)) {
+        return NULL;
+    }
+    if (!_Py_tracemalloc_config.tracing) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the tracemalloc module must be tracing memory "
+                        "allocations to count them");
+        return NULL;
+    }
+    return export_ex(EXPORT_ALLOCATED, threads, 1);
+}
+
+PyDoc_STRVAR(tracemalloc_is_tracing_allocations__doc__,
+"is_tracing_allocations($module, /)\n"
+"--\n"
+"\n"
+"True if tracing keeps allocation totals (start(allocations=True)).");
+
+static PyObject *
+tracemalloc_is_tracing_allocations(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(_PyTraceMalloc_GetAllocations());
+}
+
 static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
@@ -1760,6 +1871,10 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC__FRAME_TABLE_METHODDEF
     _TRACEMALLOC__NARROW_COLUMNS_METHODDEF
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
+    {"_get_allocated", _PyCFunction_CAST(tracemalloc_get_allocated),
+     METH_VARARGS | METH_KEYWORDS, tracemalloc_get_allocated__doc__},
+    {"is_tracing_allocations", tracemalloc_is_tracing_allocations,
+     METH_NOARGS, tracemalloc_is_tracing_allocations__doc__},
     {"start", _PyCFunction_CAST(tracemalloc_start),
      METH_FASTCALL | METH_KEYWORDS, tracemalloc_start__doc__},
     {"get_sample", tracemalloc_get_sample, METH_NOARGS,

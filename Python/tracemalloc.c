@@ -91,7 +91,7 @@ static uint64_t startup_sample;
 int
 _PyTraceMalloc_Start(int max_nframe)
 {
-    return _PyTraceMalloc_StartSampled(max_nframe, startup_sample, 0);
+    return _PyTraceMalloc_StartSampled(max_nframe, startup_sample, 0, -1);
 }
 
 /* Read the sampling options of CONFIG: 0 and the interval (0: none), or -1
@@ -149,9 +149,13 @@ _PyTraceMalloc_StartupSample(void)
 /* Start tracing; SAMPLE is the mean sampling interval in bytes (0: exact).
    EXPLICIT: the caller asked for that mode (start(sample=...)): while
    tracing in the other mode, that is an error; otherwise (start()) the
-   running mode goes on, as upstream's start() leaves tracing alone. */
+   running mode goes on, as upstream's start() leaves tracing alone.
+   ALLOCATIONS: 1 to keep the allocation totals of every call path (issue
+   33's allocation profiles), 0 not to, -1 not asked (0 when starting;
+   while tracing, asking for the other setting is an error). */
 int
-_PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
+_PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit,
+                            int allocations)
 {
     if (_Py_tracemalloc_config.initialized == TRACEMALLOC_FINALIZED) {
         /* A late __del__ must not restart tracing that nothing would stop
@@ -179,6 +183,15 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
                             "(see get_sample()): call stop() first");
             return -1;
         }
+        if (allocations >= 0 && allocations != tm.peak.allocations) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            allocations
+                            ? "tracemalloc is already tracing without "
+                              "allocation totals: call stop() first"
+                            : "tracemalloc is already tracing with "
+                              "allocation totals: call stop() first");
+            return -1;
+        }
         return 0;       /* like upstream: tracing goes on, limit included */
     }
     _Py_tracemalloc_config.max_nframe = max_nframe;
@@ -190,6 +203,7 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
     int side = engine_lock();
     engine_reset_unlocked();
     sample_configure(sample);
+    tm.peak.allocations = allocations > 0;
     int res = engine_start_unlocked();
     if (res == 0) {
         _PyTraceMalloc_SET_TRACING(sample_mode_word());
@@ -204,6 +218,12 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit)
     }
     _Py_tracemalloc_config.initialized = TRACEMALLOC_INITIALIZED;
     return 0;
+}
+
+int
+_PyTraceMalloc_GetAllocations(void)
+{
+    return _PyTraceMalloc_TRACING() && tm.peak.allocations;
 }
 
 void

@@ -89,12 +89,17 @@ typedef struct cct_storage {
 } cct_storage;
 
 /* What the live traces naming one node (in one domain) add up to, now and
-   when traced memory last reached its peak (peak). */
+   when traced memory last reached its peak (peak); and what was allocated
+   there since start() or clear_traces(), freed or not (alloc: issue 33's
+   allocation profiles; counted always, kept by compaction only while
+   tm.peak.allocations is set). */
 typedef struct {
     uint64_t live_size;
     uint64_t peak_size;
     uint64_t live_count;        /* sampling mode: in 1/SAMPLE_COUNT_UNIT */
     uint64_t peak_count;
+    uint64_t alloc_size;
+    uint64_t alloc_count;       /* sampling mode: in 1/SAMPLE_COUNT_UNIT */
 } cct_totals;
 
 /* Peak bookkeeping of a node of the default domain, by node id. */
@@ -206,6 +211,10 @@ static struct {
         /* The live traces are the peak now (set when `current` passes
            `peak`): the peak totals must be copied before a decrease. */
         int pending;
+        /* start(allocations=True): the allocation totals are reported,
+           so compaction keeps the nodes that have some (I9).  Written
+           under the lock while tracing is off. */
+        int allocations;
     } peak;
 
     /* Bytes of tree, frame caches and peak totals.  Protected by the
@@ -365,6 +374,7 @@ static inline int peak_account_add(unsigned int domain,
                                    _PyTraceMalloc_Node node, size_t size);
 static inline void peak_account_remove(unsigned int domain,
                                        _PyTraceMalloc_Node node, size_t size);
+static inline void peak_account_alloc(_PyTraceMalloc_Node node, size_t size);
 static inline void peak_account_move(_PyTraceMalloc_Node from,
                                      _PyTraceMalloc_Node to, size_t size);
 static void peak_clear(void);

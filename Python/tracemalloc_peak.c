@@ -231,6 +231,8 @@ peak_account(unsigned int domain, _PyTraceMalloc_Node node, size_t size,
     if (delta > 0) {
         t->live_size += units;
         t->live_count += count;
+        t->alloc_size += units;
+        t->alloc_count += count;
     }
     else {
         t->live_size -= units;
@@ -253,6 +255,16 @@ peak_account_remove(unsigned int domain, _PyTraceMalloc_Node node,
     (void)peak_account(domain, node, size, -1);
 }
 
+/* A free-list object of the default domain is reused at the node that
+   its trace already names: only the allocation totals change. */
+static inline void
+peak_account_alloc(_PyTraceMalloc_Node node, size_t size)
+{
+    cct_totals *t = &tm.peak.peaks[node].totals;
+    t->alloc_size += acct_size(size);
+    t->alloc_count += acct_count(size);
+}
+
 /* A free-list object of the default domain is re-traced from node FROM to
    node TO (the hottest of the three on numeric code). */
 static inline void
@@ -264,6 +276,71 @@ peak_account_move(_PyTraceMalloc_Node from, _PyTraceMalloc_Node to,
     (void)peak_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, to, size);
 }
 
+/* Which totals of a node totals_copy_unlocked() copies. */
+enum { TOTALS_PEAK, TOTALS_LIVE, TOTALS_ALLOC };
+
+static inline _PyTraceMalloc_PeakGroup
+totals_group(const cct_totals *t, int which, unsigned int domain,
+             _PyTraceMalloc_Node node)
+{
+    uint64_t size = which == TOTALS_PEAK ? t->peak_size
+                    : which == TOTALS_LIVE ? t->live_size : t->alloc_size;
+    uint64_t count = which == TOTALS_PEAK ? t->peak_count
+                     : which == TOTALS_LIVE ? t->live_count : t->alloc_count;
+    return (_PyTraceMalloc_PeakGroup){domain, node, size, count};
+}
+
+/* Every (domain, node) whose WHICH totals count blocks, into a malloc()ed
+   array (*FIRST_OTHER: the index of the first group of another domain
+   than the default one); -1 when out of memory.  Under the lock. */
+static int
+totals_copy_unlocked(int which, _PyTraceMalloc_PeakGroup **groups,
+                     size_t *count, size_t *first_other)
+{
+    uint32_t nnodes = tm.peak.peaks != NULL ? tm.tree.nnodes : 0;
+    size_t n = 0;
+    for (uint32_t id = 0; id < nnodes; id++) {
+        n += totals_group(&tm.peak.peaks[id].totals, which, 0, id).count != 0;
+    }
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            n += (e->node != UINT32_MAX
+                  && totals_group(&e->totals, which, 0, 0).count != 0);
+        }
+    }
+    _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
+    if (out == NULL) {
+        return -1;
+    }
+    size_t k = 0;
+    for (uint32_t id = 0; id < nnodes; id++) {
+        _PyTraceMalloc_PeakGroup g = totals_group(
+            &tm.peak.peaks[id].totals, which, _PyTraceMalloc_DEFAULT_DOMAIN,
+            id);
+        if (g.count) {
+            out[k++] = g;
+        }
+    }
+    *first_other = k;
+    if (tm.peak.domains != NULL) {
+        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
+            cct_domain_totals *e = &tm.peak.domains[i];
+            if (e->node == UINT32_MAX) {
+                continue;
+            }
+            _PyTraceMalloc_PeakGroup g = totals_group(&e->totals, which,
+                                                      e->domain, e->node);
+            if (g.count) {
+                out[k++] = g;
+            }
+        }
+    }
+    *groups = out;
+    *count = k;
+    return 0;
+}
+
 /* The totals at the peak: every (domain, node) with blocks then, with the
    view pinned, in one locked section. */
 int
@@ -272,44 +349,35 @@ _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
 {
     int side = engine_lock();
     peak_before_decrease();
-    size_t n = 0;
-    for (uint32_t id = 0; id < tm.tree.nnodes; id++) {
-        n += tm.peak.peaks[id].totals.peak_count != 0;
-    }
-    if (tm.peak.domains != NULL) {
-        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
-            n += (tm.peak.domains[i].node != UINT32_MAX
-                  && tm.peak.domains[i].totals.peak_count != 0);
-        }
-    }
-    _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
-    if (out == NULL) {
+    size_t first_other;
+    if (totals_copy_unlocked(TOTALS_PEAK, groups, count, &first_other) < 0) {
         engine_leave(side);
         return -1;
     }
-    size_t k = 0;
-    for (uint32_t id = 0; id < tm.tree.nnodes; id++) {
-        cct_totals *t = &tm.peak.peaks[id].totals;
-        if (t->peak_count) {
-            out[k++] = (_PyTraceMalloc_PeakGroup){
-                _PyTraceMalloc_DEFAULT_DOMAIN, id, t->peak_size,
-                t->peak_count};
-        }
+    _PyTraceMalloc_CCTPin_unlocked(view);
+    engine_leave(side);
+    return 0;
+}
+
+/* What was allocated since start() or clear_traces(), freed or not, by
+   (domain, node), with the view pinned: -2 when tracing did not start
+   with allocations=True (the totals of dropped call paths are lost). */
+int
+_PyTraceMalloc_AllocCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
+                         _PyTraceMalloc_CCTView *view)
+{
+    int side = engine_lock();
+    if (!tm.peak.allocations) {
+        engine_leave(side);
+        return -2;
     }
-    if (tm.peak.domains != NULL) {
-        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
-            cct_domain_totals *e = &tm.peak.domains[i];
-            if (e->node != UINT32_MAX && e->totals.peak_count) {
-                out[k++] = (_PyTraceMalloc_PeakGroup){
-                    e->domain, e->node, e->totals.peak_size,
-                    e->totals.peak_count};
-            }
-        }
+    size_t first_other;
+    if (totals_copy_unlocked(TOTALS_ALLOC, groups, count, &first_other) < 0) {
+        engine_leave(side);
+        return -1;
     }
     _PyTraceMalloc_CCTPin_unlocked(view);
     engine_leave(side);
-    *groups = out;
-    *count = k;
     return 0;
 }
 
@@ -364,14 +432,23 @@ peak_memory(void)
     return memory;
 }
 
+/* Whether compaction keeps totals T and their node: traces now or at the
+   peak, or allocations while they are reported (I9). */
+static inline int
+totals_kept(const cct_totals *t)
+{
+    return t->peak_count != 0 || t->live_count != 0
+           || (tm.peak.allocations && t->alloc_count != 0);
+}
+
 /* Call VISIT on every node that has traces now or had some at the peak,
-   in any domain (compaction keeps them, I9). */
+   or allocations while they are reported, in any domain (compaction keeps
+   them, I9). */
 static void
 peak_for_each_node(void (*visit)(uint32_t *node, void *arg), void *arg)
 {
     for (uint32_t id = 1; id < tm.tree.nnodes; id++) {
-        cct_totals *t = &tm.peak.peaks[id].totals;
-        if (t->peak_count != 0 || t->live_count != 0) {
+        if (totals_kept(&tm.peak.peaks[id].totals)) {
             uint32_t ref = id;
             visit(&ref, arg);
         }
@@ -380,7 +457,7 @@ peak_for_each_node(void (*visit)(uint32_t *node, void *arg), void *arg)
         for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
             cct_domain_totals *e = &tm.peak.domains[i];
             if (e->node != UINT32_MAX && e->node != 0
-                && (e->totals.peak_count != 0 || e->totals.live_count != 0)) {
+                && totals_kept(&e->totals)) {
                 uint32_t ref = e->node;
                 visit(&ref, arg);
             }
@@ -417,7 +494,7 @@ peak_renumber(const uint32_t *remap, uint32_t old_count, uint32_t new_count,
             if (e->node == UINT32_MAX) {
                 continue;
             }
-            if (e->totals.peak_count == 0 && e->totals.live_count == 0) {
+            if (!totals_kept(&e->totals)) {
                 e->node = UINT32_MAX;
                 tm.peak.ndomains--;
             }
@@ -454,41 +531,11 @@ _PyTraceMalloc_LiveCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
                         int pins)
 {
     int side = engine_lock();
-    size_t n = 0;
-    uint32_t nnodes = tm.peak.peaks != NULL ? tm.tree.nnodes : 0;
-    for (uint32_t id = 0; id < nnodes; id++) {
-        n += tm.peak.peaks[id].totals.live_count != 0;
-    }
-    if (tm.peak.domains != NULL) {
-        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
-            n += (tm.peak.domains[i].node != UINT32_MAX
-                  && tm.peak.domains[i].totals.live_count != 0);
-        }
-    }
-    _PyTraceMalloc_PeakGroup *out = malloc((n ? n : 1) * sizeof(*out));
-    if (out == NULL) {
+    size_t k, first_other;
+    _PyTraceMalloc_PeakGroup *out;
+    if (totals_copy_unlocked(TOTALS_LIVE, &out, &k, &first_other) < 0) {
         engine_leave(side);
         return -1;
-    }
-    size_t k = 0;
-    for (uint32_t id = 0; id < nnodes; id++) {
-        cct_totals *t = &tm.peak.peaks[id].totals;
-        if (t->live_count) {
-            out[k++] = (_PyTraceMalloc_PeakGroup){
-                _PyTraceMalloc_DEFAULT_DOMAIN, id, t->live_size,
-                t->live_count};
-        }
-    }
-    size_t first_other = k;
-    if (tm.peak.domains != NULL) {
-        for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
-            cct_domain_totals *e = &tm.peak.domains[i];
-            if (e->node != UINT32_MAX && e->totals.live_count) {
-                out[k++] = (_PyTraceMalloc_PeakGroup){
-                    e->domain, e->node, e->totals.live_size,
-                    e->totals.live_count};
-            }
-        }
     }
     *generation = tm.generation;
     for (int pin = 0; pin < pins; pin++) {

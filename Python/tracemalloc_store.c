@@ -469,6 +469,11 @@ store_retrace(node_ref ref, size_t size, _PyTraceMalloc_Node node)
     if (node_ref_get(ref) != node_to_stored(node)) {
         store_move(ref, size, node);
     }
+    else if (tm.peak.allocations) {
+        /* Reused where it was freed: the trace stays, but the object is
+           a new allocation for the allocation totals. */
+        peak_account_alloc(node, size);
+    }
 }
 
 typedef struct {

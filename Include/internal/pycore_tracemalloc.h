@@ -524,6 +524,12 @@ extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
 extern int _PyTraceMalloc_LiveCopy(_PyTraceMalloc_PeakGroup **groups,
                                    size_t *count, uint32_t *generation,
                                    _PyTraceMalloc_CCTView *view, int pins);
+/* The same for what was allocated since start() or clear_traces(), freed
+   or not (issue 33's allocation profiles); -2 (no exception) when tracing
+   did not start with allocations=True. */
+extern int _PyTraceMalloc_AllocCopy(_PyTraceMalloc_PeakGroup **groups,
+                                    size_t *count,
+                                    _PyTraceMalloc_CCTView *view);
 /* The native id of the thread whose call paths NODE belongs to, or 0. */
 extern unsigned long _PyTraceMalloc_NodeThread(
     const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node);
@@ -538,7 +544,9 @@ extern int _PyTraceMalloc_Start(int max_nframe);
    0 with *ERROR set when bad); a fixed seed (tests); the startup options. */
 #define _PyTraceMalloc_SAMPLE_MAX (UINT64_C(1) << 48)
 PyAPI_FUNC(int) _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample,
-                                            int explicit);
+                                            int explicit, int allocations);
+/* Whether tracing keeps allocation totals (start(allocations=True)). */
+PyAPI_FUNC(int) _PyTraceMalloc_GetAllocations(void);
 PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetSample(void);
 PyAPI_FUNC(double) _PyTraceMalloc_SampleWeight(size_t size,
                                                uint64_t interval);

@@ -46,6 +46,7 @@ from _tracemalloc import (  # noqa: F401
     get_traced_memory,
     get_tracemalloc_memory,
     is_tracing,
+    is_tracing_allocations,
     reset_peak,
     start,
     stop,
@@ -910,18 +911,21 @@ class Snapshot:
             raise ValueError(f"cannot load tracemalloc snapshot "
                              f"{os.fsdecode(filename)!r}: {exc}") from None
 
-    def dump_pprof(self, filename, *, base=None):
+    def dump_pprof(self, filename, *, base=None, allocated=None):
         """Write the snapshot as a gzip-compressed pprof profile.
 
         Sample types ``inuse_objects/count`` and ``inuse_space/bytes``, one
         sample per traceback, with file names and line numbers.  With
         *base* (an older Snapshot), the profile is the difference: this
         snapshot's samples plus *base*'s negated, marked as pprof marks a
-        base profile.  A sampled snapshot gives its estimates.
+        base profile.  With *allocated* (a snapshot taken with
+        take_snapshot(allocated=True)), the profile also has Go's
+        ``alloc_objects/count`` and ``alloc_space/bytes`` from it.  A
+        sampled snapshot gives its estimates.
         """
         from tracemalloc import _pprof
 
-        _pprof.dump(self, filename, base=base)
+        _pprof.dump(self, filename, base=base, allocated=allocated)
 
     def _filter_trace(self, include_filters, exclude_filters, trace):
         # A trace is kept if it passes at least one inclusive filter (when
@@ -1155,7 +1159,7 @@ def _live_thread_names():
     return names
 
 
-def take_snapshot(*, peak=False, threads=False):
+def take_snapshot(*, peak=False, threads=False, allocated=False):
     """Return a Snapshot of the traces of the currently allocated blocks.
 
     The fork's additions: with *peak*, the snapshot holds the blocks that
@@ -1165,6 +1169,14 @@ def take_snapshot(*, peak=False, threads=False):
     every trace records the thread that allocated it (Trace.thread) and
     statistics('thread') groups by thread.
 
+    With *allocated* (tracing must have started with allocations=True),
+    the snapshot holds what each traceback allocated since start() or
+    clear_traces(), freed or not: its statistics are the bytes and blocks
+    allocated there, and compare_to() of two such snapshots what was
+    allocated between them.  Each traceback is one or two weighted traces,
+    whatever the number of blocks (see "Allocation profiles" in the
+    documentation).
+
     Under sampling, the peak is the highest value that the estimate of
     traced memory reached: an upper bound of the true peak, whose excess
     grows slowly with the number of allocations since start() or
@@ -1173,6 +1185,9 @@ def take_snapshot(*, peak=False, threads=False):
     if not is_tracing():
         raise RuntimeError("the tracemalloc module must be tracing memory "
                            "allocations to take a snapshot")
+    if peak and allocated:
+        raise ValueError("take_snapshot(): peak and allocated cannot both "
+                         "be true")
     traceback_limit = get_traceback_limit()
     # Columns, made by the engine without taking anything from the free
     # lists; the Python objects that work on them are made when they are
@@ -1181,7 +1196,9 @@ def take_snapshot(*, peak=False, threads=False):
     # _get_columns() only when needed: the first call of a C function with
     # keywords makes a tuple of their names, which would come from the
     # program's free list.
-    if peak or threads:
+    if allocated:
+        traces = _tracemalloc._get_allocated(threads=bool(threads))
+    elif peak or threads:
         traces = _get_columns(peak=bool(peak), threads=bool(threads))
     else:
         traces = _get_traces(True)

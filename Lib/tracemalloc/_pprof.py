@@ -103,6 +103,12 @@ UNKNOWN_FRAME = ('<unknown>', 0)
 
 _INT64_MAX = (1 << 63) - 1
 
+# The sample types, with the names and units of Go's heap profiles, so
+# that pprof's -sample_index names work as they do there; inuse_space is
+# the default.
+_INUSE_TYPES = (('inuse_objects', 'count'), ('inuse_space', 'bytes'))
+_ALLOC_TYPES = (('alloc_objects', 'count'), ('alloc_space', 'bytes'))
+
 
 # --------------------------------------------------------------------------
 # Wire format
@@ -247,9 +253,9 @@ class _Profile:
         return (_int_field(_VALUE_TYPE_TYPE, self.string(type_name))
                 + _int_field(_VALUE_TYPE_UNIT, self.string(unit)))
 
-    def encode(self, *, period, comments):
-        sample_types = [self.value_type('inuse_objects', 'count'),
-                        self.value_type('inuse_space', 'bytes')]
+    def encode(self, *, period, comments, sample_types):
+        sample_types = [self.value_type(name, unit)
+                        for name, unit in sample_types]
         default_sample_type = self.string('inuse_space')
         period_type = self.value_type('space', 'bytes')
         comment_ids = [self.string(comment) for comment in comments]
@@ -328,47 +334,89 @@ def _leaf_first(traceback):
                   for frame in traceback])[::-1]
 
 
-def _add_samples(profile, snapshot, sign, encoded_labels):
+def _traceback_limit(snapshot):
     limit = snapshot.traceback_limit
     if not isinstance(limit, int) or limit <= 1:
         # With one frame per traceback, every traceback is cut: a marker
         # under each would say nothing.
-        limit = None
+        return None
+    return limit
+
+
+def _add_sample(profile, traceback, limit, values, encoded_labels):
+    frames = _leaf_first(traceback)
+    if not frames:
+        frames = (UNKNOWN_FRAME,)
+    elif limit is not None and len(frames) >= limit:
+        # The root of a traceback that fills the limit says that it may
+        # be cut (the grouped statistics do not keep the number of
+        # frames that the engine saw), as the HTML report's call graph
+        # does, rather than pass for the program's entry point.
+        frames += (LIMIT_FRAME,)
     location = profile.location
+    profile.add_sample(b''.join([location(frame) for frame in frames]),
+                       values, encoded_labels)
+
+
+def _add_samples(profile, snapshot, sign, encoded_labels):
+    limit = _traceback_limit(snapshot)
     for stat in snapshot.statistics('traceback'):
-        frames = _leaf_first(stat.traceback)
-        if not frames:
-            frames = (UNKNOWN_FRAME,)
-        elif limit is not None and len(frames) >= limit:
-            # The root of a traceback that fills the limit says that it may
-            # be cut (the grouped statistics do not keep the number of
-            # frames that the engine saw), as the HTML report's call graph
-            # does, rather than pass for the program's entry point.
-            frames += (LIMIT_FRAME,)
         values = (sign * _checked_value(stat.count, 'count'),
                   sign * _checked_value(stat.size, 'size'))
-        profile.add_sample(b''.join([location(frame) for frame in frames]),
-                           values, encoded_labels)
+        _add_sample(profile, stat.traceback, limit, values, encoded_labels)
 
 
-def encode(snapshot, *, base=None):
+def _add_allocation_samples(profile, snapshot, allocated):
+    """One sample per traceback of either snapshot, with the values
+    alloc_objects, alloc_space (from *allocated*), inuse_objects and
+    inuse_space (from *snapshot*), 0 where a snapshot lacks it."""
+    rows = {}
+    for first, source in ((0, allocated), (2, snapshot)):
+        for stat in source.statistics('traceback'):
+            row = rows.setdefault(stat.traceback, [0, 0, 0, 0])
+            row[first] = _checked_value(stat.count, 'count')
+            row[first + 1] = _checked_value(stat.size, 'size')
+    limit = _traceback_limit(snapshot)
+    for traceback, values in rows.items():
+        _add_sample(profile, traceback, limit, values, b'')
+
+
+def encode(snapshot, *, base=None, allocated=None):
     """Return *snapshot* as an uncompressed pprof ``Profile`` message.
 
     With *base* (an older snapshot), the profile is the difference in
     pprof's base-profile convention: *snapshot*'s samples, then *base*'s
     negated and labelled ``pprof::base=true``.
+
+    With *allocated* (a snapshot of take_snapshot(allocated=True)), the
+    profile is a heap profile as Go writes them: the sample types
+    alloc_objects, alloc_space, inuse_objects and inuse_space, each sample
+    a traceback of either snapshot.
     """
     sample = _check_snapshot(snapshot, "snapshot")
     base_sample = None
+    import tracemalloc
     if base is not None:
+        if allocated is not None:
+            raise ValueError("a pprof profile takes base or allocated, not "
+                             "both")
         base_sample = _check_snapshot(base, "base")
-        import tracemalloc
         tracemalloc._check_same_sampling(snapshot, base,
                                          "take the difference of")
 
     profile = _Profile()
-    _add_samples(profile, snapshot, 1, b'')
     comments = [f"tracemalloc snapshot, {_describe(snapshot, sample)}"]
+    sample_types = _INUSE_TYPES
+    if allocated is not None:
+        _check_snapshot(allocated, "allocated")
+        tracemalloc._check_same_sampling(snapshot, allocated,
+                                         "combine")
+        _add_allocation_samples(profile, snapshot, allocated)
+        sample_types = _ALLOC_TYPES + _INUSE_TYPES
+        comments.append("alloc_objects and alloc_space: what was allocated "
+                        "since tracing started, freed or not")
+    else:
+        _add_samples(profile, snapshot, 1, b'')
     if base is not None:
         _add_samples(profile, base, -1,
                      profile.label(BASE_LABEL_KEY, BASE_LABEL_VALUE))
@@ -379,10 +427,11 @@ def encode(snapshot, *, base=None):
     # period: the bytes between two sampling points; every byte is one in
     # exact mode.
     period = 1 if sample is None else sample
-    return profile.encode(period=period, comments=comments)
+    return profile.encode(period=period, comments=comments,
+                          sample_types=sample_types)
 
 
-def dump(snapshot, filename, *, base=None):
+def dump(snapshot, filename, *, base=None, allocated=None):
     """Write *snapshot* (the difference from *base*, if given) to
     *filename* as a gzip-compressed pprof profile.
 
@@ -392,7 +441,7 @@ def dump(snapshot, filename, *, base=None):
     """
     from tracemalloc import _snapshotfile
 
-    data = encode(snapshot, base=base)
+    data = encode(snapshot, base=base, allocated=allocated)
     try:
         os.fspath(filename)
     except TypeError:
