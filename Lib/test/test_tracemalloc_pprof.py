@@ -1273,5 +1273,90 @@ class DumpOnSignalTest(TracingMixin, unittest.TestCase):
         self.assertEqual(signal.getsignal(SIGNAL), self.original)
 
 
+class ThreadLabelTest(unittest.TestCase):
+    """A snapshot taken with threads=True: each sample carries the labels
+    thread (the name, as statistics('thread') gives it) and thread_id."""
+
+    def setUp(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracemalloc must not be tracing already")
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory)
+
+    def snapshots(self):
+        kept = []
+        ready = threading.Event()
+        done = threading.Event()
+
+        def work(count):
+            for _ in range(count):
+                kept.append(bytearray(1000))
+
+        def worker():
+            work(300)
+            ready.set()
+            done.wait()
+
+        tracemalloc.start(5, allocations=True)
+        try:
+            thread = threading.Thread(target=worker, name='worker-1')
+            thread.start()
+            ready.wait()
+            work(100)
+            live = tracemalloc.take_snapshot(threads=True)
+            allocated = tracemalloc.take_snapshot(allocated=True,
+                                                  threads=True)
+        finally:
+            tracemalloc.stop()
+            done.set()
+            thread.join()
+        return live, allocated
+
+    def per_thread(self, profile, index):
+        totals = {}
+        for sample in profile['samples']:
+            name = sample['labels'].get('thread')
+            totals[name] = totals.get(name, 0) + sample['values'][index]
+        return {name: value for name, value in totals.items() if value}
+
+    def test_labels(self):
+        live, allocated = self.snapshots()
+        expected = {stat.traceback[0].filename[len('<thread '):-1]: stat.size
+                    for stat in live.statistics('thread')}
+        self.assertEqual(expected['worker-1'] >= 300 * 1000, True)
+        path = os.path.join(self.directory, 'threads.pb.gz')
+        live.dump_pprof(path)
+        with open(path, 'rb') as file:
+            profile = decode_profile(file.read())
+        self.assertEqual(self.per_thread(profile, 1), expected)
+        ids = {sample['labels']['thread']: sample['labels']['thread_id']
+               for sample in profile['samples']}
+        self.assertEqual(ids['MainThread'], str(threading.main_thread(
+            ).native_id))
+        # With the allocation totals: four values, labelled the same way.
+        path = os.path.join(self.directory, 'heap.pb.gz')
+        live.dump_pprof(path, allocated=allocated)
+        with open(path, 'rb') as file:
+            profile = decode_profile(file.read())
+        self.assertEqual(self.per_thread(profile, 3), expected)
+        allocated_expected = {
+            stat.traceback[0].filename[len('<thread '):-1]: stat.size
+            for stat in allocated.statistics('thread')}
+        self.assertEqual(self.per_thread(profile, 1), allocated_expected)
+
+    @unittest.skipUnless(shutil.which('go'),
+                         f"go is missing (Debian's golang-go; "
+                         f"{INSTALL_HINT})")
+    def test_go_tool_pprof_tagfocus(self):
+        live, _ = self.snapshots()
+        path = os.path.join(self.directory, 'threads.pb.gz')
+        live.dump_pprof(path)
+        worker = {stat.traceback[0].filename: stat.size
+                  for stat in live.statistics('thread')}['<thread worker-1>']
+        output, flat = go_pprof_top(['go', 'tool', 'pprof'], path,
+                                    'inuse_space', '-tagfocus=thread=worker-1')
+        self.assertEqual(sum(flat.values()), worker, output)
+
+
 if __name__ == "__main__":
     unittest.main()

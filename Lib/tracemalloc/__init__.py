@@ -1095,6 +1095,42 @@ class Snapshot:
         totals = _sum_by_key(row for row in per_thread if row[2])
         return _statistics(totals, self._thread_key)
 
+    def _has_threads(self):
+        """Whether the traces record their thread (take_snapshot(
+        threads=True), or raw traces of five items)."""
+        columns = getattr(self.traces, '_columns', None)
+        if columns is not None:
+            return columns.threads is not None
+        return any(len(trace) > 4 for trace in self.traces._traces)
+
+    def _traceback_thread_statistics(self):
+        """[(Statistic, thread)]: the statistics by traceback, one per
+        (traceback, thread) pair; thread is a native id or None.  Sampled
+        snapshots give their estimates, rounded per pair."""
+        columns = getattr(self.traces, '_columns', None)
+        sample = getattr(self, 'sample', None)
+        if columns is not None:
+            sizes, counts = columns.context_totals(sample)
+            threads = columns.threads or [None] * len(columns.frames)
+            rows = zip(zip(columns.frames, threads), sizes, counts)
+            totals = _sum_by_key(row for row in rows if row[2])
+        else:
+            rows = []
+            for trace in self.traces._traces:
+                thread = trace[4] if len(trace) > 4 else None
+                weight = (1 if sample is None
+                          else sample_weight(trace[1], sample))
+                rows.append(((trace[2], thread), trace[1] * weight, weight))
+            totals = _sum_by_key(rows)
+            if sample is not None:
+                totals = {key: _rounded_estimate(size, count)
+                          for key, (size, count) in totals.items()}
+        result = []
+        for (frames, thread), (size, count) in totals.items():
+            result.append((Statistic(Traceback(frames), size, count),
+                           thread))
+        return result
+
     def statistics(self, key_type, cumulative=False):
         """Return a list of Statistic objects grouped by *key_type*.
 

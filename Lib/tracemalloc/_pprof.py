@@ -96,6 +96,12 @@ _LENGTH_DELIMITED = 2
 BASE_LABEL_KEY = 'pprof::base'
 BASE_LABEL_VALUE = 'true'
 
+# The labels of a sample of a snapshot taken with threads=True: the name
+# of the thread that allocated (as statistics('thread') names it), and its
+# native id.
+THREAD_LABEL_KEY = 'thread'
+THREAD_ID_LABEL_KEY = 'thread_id'
+
 # The root of a traceback that may be cut at the traceback limit, and the
 # frame of a trace without one (the HTML report's names).
 LIMIT_FRAME = ('<older calls beyond the traceback limit>', 0)
@@ -358,27 +364,51 @@ def _add_sample(profile, traceback, limit, values, encoded_labels):
                        values, encoded_labels)
 
 
+def _thread_label(profile, snapshot, thread):
+    """The Sample.label fields that name *thread* (a native id, or None:
+    no label), as statistics('thread') names it."""
+    if thread is None:
+        return b''
+    name = snapshot.thread_names.get(thread) or str(thread)
+    return (profile.label(THREAD_LABEL_KEY, name)
+            + profile.label(THREAD_ID_LABEL_KEY, str(thread)))
+
+
+def _rows(snapshot):
+    """[(Statistic, thread)] of *snapshot* by traceback: by (traceback,
+    thread) when its traces record their thread, else thread None."""
+    if snapshot._has_threads():
+        return snapshot._traceback_thread_statistics()
+    return [(stat, None) for stat in snapshot.statistics('traceback')]
+
+
 def _add_samples(profile, snapshot, sign, encoded_labels):
     limit = _traceback_limit(snapshot)
-    for stat in snapshot.statistics('traceback'):
+    for stat, thread in _rows(snapshot):
         values = (sign * _checked_value(stat.count, 'count'),
                   sign * _checked_value(stat.size, 'size'))
-        _add_sample(profile, stat.traceback, limit, values, encoded_labels)
+        _add_sample(profile, stat.traceback, limit, values,
+                    encoded_labels + _thread_label(profile, snapshot, thread))
 
 
 def _add_allocation_samples(profile, snapshot, allocated):
-    """One sample per traceback of either snapshot, with the values
-    alloc_objects, alloc_space (from *allocated*), inuse_objects and
+    """One sample per traceback (and thread) of either snapshot, with the
+    values alloc_objects, alloc_space (from *allocated*), inuse_objects and
     inuse_space (from *snapshot*), 0 where a snapshot lacks it."""
     rows = {}
+    names = {}
     for first, source in ((0, allocated), (2, snapshot)):
-        for stat in source.statistics('traceback'):
-            row = rows.setdefault(stat.traceback, [0, 0, 0, 0])
+        for stat, thread in _rows(source):
+            row = rows.setdefault((stat.traceback, thread), [0, 0, 0, 0])
             row[first] = _checked_value(stat.count, 'count')
             row[first + 1] = _checked_value(stat.size, 'size')
+            if thread is not None and thread not in names:
+                names[thread] = source
     limit = _traceback_limit(snapshot)
-    for traceback, values in rows.items():
-        _add_sample(profile, traceback, limit, values, b'')
+    for (traceback, thread), values in rows.items():
+        labels = (_thread_label(profile, names[thread], thread)
+                  if thread is not None else b'')
+        _add_sample(profile, traceback, limit, values, labels)
 
 
 def encode(snapshot, *, base=None, allocated=None):
