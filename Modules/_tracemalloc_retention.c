@@ -32,6 +32,8 @@
  */
 
 #include "pycore_interp.h"        // PyInterpreterState.gc: the permanent generation
+#include "pycore_code.h"          // _PyLocals_GetKind()
+#include "pycore_frame.h"         // _PyInterpreterFrame: locals, evaluation stack
 
 #define RETENTION_NONE UINT32_MAX
 
@@ -44,6 +46,8 @@
 #define RETENTION_WALKED    0x20  /* seen while walking a cycle */
 #define RETENTION_COUNTED   0x40  /* a target already put in its group */
 #define RETENTION_LISTED    0x80  /* in phase 2's gc.get_objects() list */
+#define RETENTION_RESOLVED  0x100 /* unheld: its holder found (root, depth) */
+#define RETENTION_UNHELD    0x200 /* resolved: nothing but the search's own */
 
 typedef struct {
     PyObject *obj;        /* borrowed: nothing runs while the search lives */
@@ -52,6 +56,7 @@ typedef struct {
     uint32_t referrers;   /* phase 2: references from Python objects */
     uint32_t own;         /* phase 2: references from the search's own */
     uint32_t group;       /* the chain group it heads, or NONE */
+    uint32_t depth;       /* RESOLVED: the chain's length less one */
     uint32_t flags;
 } retention_entry;
 
@@ -65,6 +70,8 @@ typedef struct {
     size_t head;
     size_t tail;
     size_t queue_capacity;
+    uint32_t *path;       /* retention_cycle_holder()'s walk */
+    size_t path_capacity;
     uint32_t current;     /* the entry being traversed */
     int phase;
     int failed;           /* out of memory */
@@ -210,6 +217,25 @@ retention_fini(retention_search *s)
     free(s->entries);
     free(s->slots);
     free(s->queue);
+    free(s->path);
+}
+
+/* What the search walks into: the objects the collector can traverse
+   (tracked or not: a dict or tuple of atoms that it stopped tracking still
+   refers to them), and code objects, which it does not manage: their
+   constants (a cache of compiled code holds its bytes and strings). */
+static inline int
+retention_is_container(PyObject *obj)
+{
+    return PyObject_IS_GC(obj) || PyCode_Check(obj);
+}
+
+static int
+retention_traverse_code(PyCodeObject *code, visitproc visit, void *arg)
+{
+    Py_VISIT(code->co_consts);
+    Py_VISIT(code->co_names);
+    return 0;
 }
 
 /* Phase 1 (and phase 2's second search): OBJ is referred to by the entry
@@ -223,7 +249,7 @@ retention_visit_reach(PyObject *obj, void *arg)
     }
     uint32_t flag = s->phase == 1 ? RETENTION_REACHED : RETENTION_HELD;
     uint32_t index;
-    if (!PyObject_IS_GC(obj) || s->phase == 2) {
+    if (!retention_is_container(obj) || s->phase == 2) {
         /* A leaf: only a target is worth remembering.  Phase 2 goes only
            through the objects it has already listed. */
         index = retention_find(s, obj);
@@ -250,7 +276,7 @@ retention_visit_reach(PyObject *obj, void *arg)
     e->flags |= flag;
     e->parent = s->current;
     e->root = s->entries[s->current].root;
-    if (PyObject_IS_GC(obj) && retention_push(s, index) < 0) {
+    if (retention_is_container(obj) && retention_push(s, index) < 0) {
         s->failed = 1;
     }
     return 0;
@@ -260,12 +286,45 @@ static void
 retention_traverse(retention_search *s, uint32_t index, visitproc visit)
 {
     PyObject *obj = s->entries[index].obj;
+    s->current = index;
+    if (PyCode_Check(obj)) {
+        (void)retention_traverse_code((PyCodeObject *)obj, visit, s);
+        return;
+    }
     traverseproc traverse = Py_TYPE(obj)->tp_traverse;
     if (traverse == NULL || !PyObject_IS_GC(obj)) {
         return;
     }
-    s->current = index;
     (void)traverse(obj, visit, s);
+}
+
+/* Phase 2, listing: OBJ is referred to by an unreached object.  The
+   collector's list leaves out the containers it does not track (a dict or
+   tuple of atoms, a code object): add those, so that their references are
+   counted and the second search goes through them. */
+static int
+retention_visit_discover(PyObject *obj, void *arg)
+{
+    retention_search *s = (retention_search *)arg;
+    if (obj == NULL || s->failed || !retention_is_container(obj)) {
+        return 0;
+    }
+    int added;
+    uint32_t index = retention_add(s, obj, &added);
+    if (index == RETENTION_NONE) {
+        s->failed = 1;
+        return 0;
+    }
+    retention_entry *e = &s->entries[index];
+    if (e->flags & (RETENTION_REACHED | RETENTION_IGNORED
+                    | RETENTION_UNREACHED)) {
+        return 0;
+    }
+    e->flags |= RETENTION_UNREACHED;
+    if (retention_push(s, index) < 0) {
+        s->failed = 1;
+    }
+    return 0;
 }
 
 static void
@@ -379,6 +438,7 @@ retention_phase2(retention_search *s, PyObject *ignore_fast,
     if (retention_mark_ignored(s, everything) < 0) {
         goto nomemory;
     }
+    uint32_t everything_index = retention_find(s, everything);
     Py_ssize_t n = PyList_GET_SIZE(everything);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *obj = PyList_GET_ITEM(everything, i);
@@ -393,6 +453,21 @@ retention_phase2(retention_search *s, PyObject *ignore_fast,
             e->flags |= RETENTION_UNREACHED;
         }
     }
+    /* The untracked containers below the unreached objects. */
+    s->head = s->tail = 0;
+    size_t listed = s->count;
+    for (size_t i = 0; i < listed; i++) {
+        if (s->entries[i].flags & RETENTION_UNREACHED
+            && retention_push(s, (uint32_t)i) < 0) {
+            goto nomemory;
+        }
+    }
+    while (s->head < s->tail && !s->failed) {
+        retention_traverse(s, s->queue[s->head++], retention_visit_discover);
+    }
+    if (s->failed) {
+        goto nomemory;
+    }
     /* Count the references to unreached objects (and targets). */
     size_t count = s->count;
     for (size_t i = 0; i < count; i++) {
@@ -402,13 +477,15 @@ retention_phase2(retention_search *s, PyObject *ignore_fast,
             retention_traverse(s, (uint32_t)i, retention_visit_count);
         }
     }
-    /* The search's own containers: their references are not holders. */
-    Py_ssize_t nignore = PySequence_Fast_GET_SIZE(ignore_fast);
-    PyObject **ignored = PySequence_Fast_ITEMS(ignore_fast);
-    for (Py_ssize_t i = 0; i < nignore; i++) {
-        uint32_t index = retention_find(s, ignored[i]);
-        if (index != RETENTION_NONE) {
-            retention_traverse(s, index, retention_visit_count);
+    /* The search's own containers, each once (the caller's IGNORE, and the
+       targets, roots and ignore sequences, one of which may be another's
+       object): their references are not holders.  Not the list of phase 2,
+       which retention_unseen() counts apart. */
+    (void)ignore_fast;
+    for (size_t i = 0; i < count; i++) {
+        if (s->entries[i].flags & RETENTION_IGNORED
+            && i != everything_index) {
+            retention_traverse(s, (uint32_t)i, retention_visit_count);
         }
     }
     /* Seed the second search with what something unseen holds. */
@@ -447,22 +524,129 @@ typedef struct {
     uint32_t head;        /* entry the chain is reported from */
     uint32_t holder;      /* entry the group is keyed by */
     uint32_t sample;      /* the target with the shortest chain */
+    uint32_t id;          /* its index before sorting */
     size_t depth;         /* its chain's length less one */
     int kind;             /* 0 root, 1 no Python referrer, 2 cycle,
                              3 only the search's own containers */
     size_t count;
     size_t bytes;
-    PyObject *types;      /* dict: type -> count */
 } retention_group;
 
 static const char *const retention_kinds[] = {
     "root", "no-referrer", "cycle", "unheld",
 };
 
+static int
+retention_path_push(retention_search *s, uint32_t index, size_t n)
+{
+    if (n == s->path_capacity) {
+        size_t capacity = s->path_capacity ? s->path_capacity * 2 : 256;
+        uint32_t *path = realloc(s->path, capacity * sizeof(uint32_t));
+        if (path == NULL) {
+            return -1;
+        }
+        s->path = path;
+        s->path_capacity = capacity;
+    }
+    s->path[n] = index;
+    return 0;
+}
+
+/* The holder of an unheld entry INDEX (neither reached nor held): walk its
+   referrers back (each entry's first referrer found) until an entry whose
+   holder is known, an entry of this walk -- the walk closed a cycle, whose
+   lowest entry is its holder whichever of its objects a walk starts from,
+   so that one cycle is one holder -- or an entry that nothing but the
+   search's own containers refers to.  Every entry walked gets its holder
+   (ROOT) and its distance from it (DEPTH): each walk is done once.
+   Returns -1 out of memory. */
+static int
+retention_cycle_holder(retention_search *s, uint32_t index)
+{
+    size_t n = 0;
+    uint32_t cur = index;
+    uint32_t holder;
+    uint32_t base;          /* depth of the entry the walk ended at */
+    int unheld = 0;
+    size_t tail_end;        /* path[0:tail_end] hangs below path[tail_end] */
+    for (;;) {
+        if (cur == RETENTION_NONE) {
+            /* path[n-1] has no referrer. */
+            holder = s->path[n - 1];
+            unheld = 1;
+            s->entries[holder].depth = 0;
+            base = 0;
+            tail_end = n - 1;
+            break;
+        }
+        retention_entry *e = &s->entries[cur];
+        if (e->flags & RETENTION_RESOLVED) {
+            holder = e->root;
+            unheld = (e->flags & RETENTION_UNHELD) != 0;
+            base = e->depth;
+            tail_end = n;
+            /* path[n] stands for CUR below. */
+            if (retention_path_push(s, cur, n) < 0) {
+                goto nomemory;
+            }
+            break;
+        }
+        if (e->flags & RETENTION_WALKED) {
+            /* A cycle: path[j:n], where path[j] is CUR; the parent of
+               path[k] is path[k+1], that of path[n-1] is path[j]. */
+            size_t j = 0;
+            while (s->path[j] != cur) {
+                j++;
+            }
+            size_t length = n - j;
+            size_t h = j;
+            for (size_t k = j; k < n; k++) {
+                if (s->path[k] < s->path[h]) {
+                    h = k;
+                }
+            }
+            holder = s->path[h];
+            for (size_t k = j; k < n; k++) {
+                retention_entry *c = &s->entries[s->path[k]];
+                c->root = holder;
+                c->depth = (uint32_t)((h - j + length - (k - j)) % length);
+                c->flags = (c->flags & ~RETENTION_WALKED) | RETENTION_RESOLVED;
+            }
+            base = s->entries[cur].depth;
+            tail_end = j;
+            break;
+        }
+        e->flags |= RETENTION_WALKED;
+        if (retention_path_push(s, cur, n) < 0) {
+            goto nomemory;
+        }
+        n++;
+        cur = e->parent;
+    }
+    /* The walk's entries before TAIL_END, each one below the next. */
+    for (size_t k = 0; k <= tail_end && k < n; k++) {
+        retention_entry *c = &s->entries[s->path[k]];
+        if (k == tail_end && !(c->flags & RETENTION_WALKED)) {
+            break;
+        }
+        c->root = holder;
+        c->depth = (uint32_t)(base + (tail_end - k));
+        c->flags = (c->flags & ~RETENTION_WALKED) | RETENTION_RESOLVED
+                   | (unheld ? RETENTION_UNHELD : 0);
+    }
+    return 0;
+
+nomemory:
+    for (size_t k = 0; k < n; k++) {
+        s->entries[s->path[k]].flags &= ~RETENTION_WALKED;
+    }
+    return -1;
+}
+
 /* The entry a target's group is keyed by: for a root chain, the first
    object below the root (the root itself for a chain of one or two); for a
-   C-held one, the object with unseen references; for a cycle, the first
-   object met twice walking back the referrers. */
+   C-held one, the object with unseen references; for a cycle, its lowest
+   entry (see retention_cycle_holder()).  NONE when out of memory. */
 static uint32_t
 retention_holder(retention_search *s, uint32_t index, int *kind,
                  uint32_t *head, size_t *depth)
@@ -481,38 +665,25 @@ retention_holder(retention_search *s, uint32_t index, int *kind,
         *head = cur;
         return *kind == 0 ? below : cur;
     }
-    *kind = 2;
-    /* Walk the referrers back until one repeats. */
-    uint32_t cur = index;
-    uint32_t walked[256];
-    int nwalked = 0;
-    while (cur != RETENTION_NONE && nwalked < 256
-           && !(s->entries[cur].flags & RETENTION_WALKED)) {
-        s->entries[cur].flags |= RETENTION_WALKED;
-        walked[nwalked++] = cur;
-        cur = s->entries[cur].parent;
+    if (!(e->flags & RETENTION_RESOLVED)
+        && retention_cycle_holder(s, index) < 0) {
+        return RETENTION_NONE;
     }
-    for (int i = 0; i < nwalked; i++) {
-        s->entries[walked[i]].flags &= ~RETENTION_WALKED;
-    }
-    if (cur == RETENTION_NONE) {
-        /* No referrer at the end of the walk: only the search's own
-           containers (and the caller's IGNORE) refer to it. */
-        cur = walked[nwalked - 1];
-        *kind = 3;
-    }
-    *head = cur;
-    return cur;
+    e = &s->entries[index];
+    *kind = e->flags & RETENTION_UNHELD ? 3 : 2;
+    *depth = e->depth;
+    *head = e->root;
+    return e->root;
 }
 
-/* The chain from HEAD down to TARGET, as a tuple; for a cycle, from the
-   object where it closes. */
+/* The chain from HEAD down to TARGET, as a tuple: HEAD is on the way up
+   TARGET's parents. */
 static PyObject *
 retention_chain(retention_search *s, uint32_t head, uint32_t target)
 {
     Py_ssize_t length = 1;
     uint32_t cur = target;
-    while (cur != head && length < 256) {
+    while (cur != head) {
         cur = s->entries[cur].parent;
         if (cur == RETENTION_NONE) {
             break;
@@ -587,7 +758,8 @@ retention_group_compare(const void *a, const void *b)
 }
 
 static PyObject *
-retention_group_record(retention_search *s, retention_group *g)
+retention_group_record(retention_search *s, retention_group *g,
+                       PyObject *types)
 {
     retention_entry *head = &s->entries[g->head];
     Py_ssize_t refcount = -1, referrers = -1;
@@ -611,9 +783,12 @@ retention_group_record(retention_search *s, retention_group *g)
     }
     return Py_BuildValue("(slNnnOnn)", retention_kinds[g->kind], root,
                          chain, (Py_ssize_t)g->count, (Py_ssize_t)g->bytes,
-                         g->types, refcount, referrers);
+                         types, refcount, referrers);
 }
 
+/* The groups are C structures until the MAX_CHAINS largest are chosen:
+   only those get a dict of their types (a million holders, a refcount
+   leak each, cost no million dicts). */
 static PyObject *
 retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
                   Py_ssize_t max_chains)
@@ -621,6 +796,9 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
     PyObject *result = NULL, *groups_list = NULL;
     PyObject *all_types = PyDict_New();
     retention_group *groups = NULL;
+    uint32_t *target_group = NULL, *rank = NULL;
+    PyObject **kept_types = NULL;
+    size_t nkept = 0;
     size_t ngroups = 0, groups_capacity = 0;
     size_t reached = 0;
     PyObject *sizeof_name = PyUnicode_InternFromString("__sizeof__");
@@ -629,7 +807,13 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
         Py_XDECREF(sizeof_name);
         return NULL;
     }
+    target_group = malloc(((size_t)n + 1) * sizeof(uint32_t));
+    if (target_group == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t t = 0; t < n; t++) {
+        target_group[t] = RETENTION_NONE;
         uint32_t index = retention_find(s, targets[t]);
         assert(index != RETENTION_NONE);
         if (s->entries[index].flags & RETENTION_COUNTED) {
@@ -643,6 +827,10 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
         uint32_t head;
         size_t depth;
         uint32_t holder = retention_holder(s, index, &kind, &head, &depth);
+        if (holder == RETENTION_NONE) {
+            PyErr_NoMemory();
+            goto done;
+        }
         if (kind == 0) {
             reached++;
         }
@@ -658,17 +846,14 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
                 groups = g;
                 groups_capacity = capacity;
             }
-            PyObject *types = PyDict_New();
-            if (types == NULL) {
-                goto done;
-            }
             groups[ngroups] = (retention_group){
                 .head = head, .holder = holder, .sample = index,
-                .depth = depth, .kind = kind, .types = types,
+                .id = (uint32_t)ngroups, .depth = depth, .kind = kind,
             };
             h->group = (uint32_t)ngroups++;
         }
         retention_group *g = &groups[h->group];
+        target_group[t] = h->group;
         /* The shortest chain; of those, the first target given (the
            traversal order is the types': a list's is backwards). */
         if (depth < g->depth) {
@@ -677,19 +862,42 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
         }
         g->count++;
         g->bytes += retention_sizeof(targets[t], sizeof_name);
-        if (retention_count_type(g->types, targets[t]) < 0) {
-            goto done;
-        }
     }
     if (ngroups > 1) {      /* GROUPS is NULL when no target was reached */
         qsort(groups, ngroups, sizeof(*groups), retention_group_compare);
+    }
+    nkept = ngroups < (size_t)max_chains ? ngroups : (size_t)max_chains;
+    rank = malloc((ngroups + 1) * sizeof(uint32_t));
+    kept_types = calloc(nkept + 1, sizeof(PyObject *));
+    if (rank == NULL || kept_types == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < ngroups; i++) {
+        rank[groups[i].id] = (uint32_t)i;
+    }
+    for (size_t i = 0; i < nkept; i++) {
+        kept_types[i] = PyDict_New();
+        if (kept_types[i] == NULL) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t t = 0; t < n && nkept > 0; t++) {
+        if (target_group[t] == RETENTION_NONE) {
+            continue;
+        }
+        uint32_t r = rank[target_group[t]];
+        if (r < nkept && retention_count_type(kept_types[r], targets[t]) < 0) {
+            goto done;
+        }
     }
     groups_list = PyList_New(0);
     if (groups_list == NULL) {
         goto done;
     }
-    for (size_t i = 0; i < ngroups && (Py_ssize_t)i < max_chains; i++) {
-        PyObject *record = retention_group_record(s, &groups[i]);
+    for (size_t i = 0; i < nkept; i++) {
+        PyObject *record = retention_group_record(s, &groups[i],
+                                                  kept_types[i]);
         if (record == NULL || PyList_Append(groups_list, record) < 0) {
             Py_XDECREF(record);
             goto done;
@@ -699,9 +907,14 @@ retention_results(retention_search *s, PyObject **targets, Py_ssize_t n,
     result = Py_BuildValue("(OOnn)", groups_list, all_types,
                            (Py_ssize_t)ngroups, (Py_ssize_t)reached);
 done:
-    for (size_t i = 0; i < ngroups; i++) {
-        Py_DECREF(groups[i].types);
+    if (kept_types != NULL) {
+        for (size_t i = 0; i < nkept; i++) {
+            Py_XDECREF(kept_types[i]);
+        }
     }
+    free(kept_types);
+    free(rank);
+    free(target_group);
     free(groups);
     Py_XDECREF(groups_list);
     Py_DECREF(all_types);
@@ -933,6 +1146,195 @@ tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
     return list;
 }
 
+/* ---- the frames of every thread ------------------------------------ */
+
+#if PY_VERSION_HEX >= 0x030C0000
+#  define RETENTION_FRAME_CODE(f) _PyFrame_GetCode(f)
+#  define RETENTION_TOP_FRAME(ts) ((ts)->current_frame)
+#else
+#  define RETENTION_FRAME_CODE(f) ((f)->f_code)
+#  define RETENTION_TOP_FRAME(ts) ((ts)->cframe->current_frame)
+#endif
+
+/* The number of values on the evaluation stack of F, whose callee (the
+   frame above it in its thread, NULL for the top one) is CALLEE, or -1 when
+   they cannot be read: F's stack pointer is saved only when it calls a
+   Python function from its own loop (a value saved before it called C code
+   could be stale).  3.12+ marks an unsaved one with -1; 3.11 tells it by
+   the callee, which is then no entry frame. */
+static int
+retention_stack_depth(_PyInterpreterFrame *f, _PyInterpreterFrame *callee)
+{
+    PyCodeObject *code = RETENTION_FRAME_CODE(f);
+#if PY_VERSION_HEX >= 0x030C0000
+    (void)callee;
+#else
+    if (callee == NULL || callee->is_entry) {
+        return -1;
+    }
+#endif
+    int top = f->stacktop;
+    if (top < code->co_nlocalsplus
+        || top > code->co_nlocalsplus + code->co_stacksize) {
+        return -1;
+    }
+    return top - code->co_nlocalsplus;
+}
+
+/* Visit the locals (the contents of their cells) and the readable
+   evaluation stack of every complete frame of every thread. */
+typedef int (*retention_frame_func)(PyThreadState *ts,
+                                    _PyInterpreterFrame *f,
+                                    int stack_depth, void *arg);
+
+static int
+retention_each_frame(retention_frame_func func, void *arg)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+         ts != NULL; ts = PyThreadState_Next(ts)) {
+        _PyInterpreterFrame *callee = NULL;
+        for (_PyInterpreterFrame *f = RETENTION_TOP_FRAME(ts); f != NULL;
+             callee = f, f = f->previous) {
+            if (_PyFrame_IsIncomplete(f)) {
+                continue;
+            }
+            if (func(ts, f, retention_stack_depth(f, callee), arg) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+retention_local_value(PyCodeObject *code, _PyInterpreterFrame *f, int i)
+{
+    PyObject *value = f->localsplus[i];
+    if (value == NULL) {
+        return NULL;
+    }
+    _PyLocals_Kind kind = _PyLocals_GetKind(code->co_localspluskinds, i);
+    if (kind & (CO_FAST_CELL | CO_FAST_FREE) && PyCell_Check(value)) {
+        value = PyCell_GET(value);
+    }
+    return value;
+}
+
+static int
+retention_frame_record(PyThreadState *ts, _PyInterpreterFrame *f,
+                       int stack_depth, void *arg)
+{
+    PyObject *list = (PyObject *)arg;
+    PyCodeObject *code = RETENTION_FRAME_CODE(f);
+    PyObject *locals = NULL, *stack = NULL, *item = NULL;
+    if (code->co_flags & CO_OPTIMIZED) {
+        locals = PyDict_New();
+        if (locals == NULL) {
+            return -1;
+        }
+        for (int i = 0; i < code->co_nlocalsplus; i++) {
+            PyObject *value = retention_local_value(code, f, i);
+            if (value != NULL
+                && PyDict_SetItem(locals,
+                                  PyTuple_GET_ITEM(code->co_localsplusnames,
+                                                   i), value) < 0) {
+                goto error;
+            }
+        }
+    }
+    else {
+        locals = Py_XNewRef(f->f_locals != NULL ? f->f_locals : Py_None);
+    }
+    if (stack_depth > 0) {
+        Py_ssize_t n = 0;
+        for (int i = 0; i < stack_depth; i++) {
+            n += f->localsplus[code->co_nlocalsplus + i] != NULL;
+        }
+        stack = PyTuple_New(n);
+        if (stack == NULL) {
+            goto error;
+        }
+        n = 0;
+        for (int i = 0; i < stack_depth; i++) {
+            PyObject *value = f->localsplus[code->co_nlocalsplus + i];
+            if (value != NULL) {
+                PyTuple_SET_ITEM(stack, n++, Py_NewRef(value));
+            }
+        }
+    }
+    else {
+        stack = Py_NewRef(Py_None);
+    }
+    int lineno = PyCode_Addr2Line(
+        code, _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT));
+    item = Py_BuildValue("(kOiOO)", (unsigned long)ts->thread_id,
+                         (PyObject *)code, lineno, locals, stack);
+    if (item == NULL || PyList_Append(list, item) < 0) {
+        goto error;
+    }
+    Py_DECREF(item);
+    Py_DECREF(locals);
+    Py_DECREF(stack);
+    return 0;
+error:
+    Py_XDECREF(item);
+    Py_XDECREF(locals);
+    Py_XDECREF(stack);
+    return -1;
+}
+
+PyDoc_STRVAR(tracemalloc_frame_roots__doc__,
+"_frame_roots($module, /)\n"
+"--\n"
+"\n"
+"[(thread_id, code, lineno, locals, stack)]: every frame of every thread\n"
+"of this interpreter, most recent first: LOCALS a new dict of its local\n"
+"variables (a cell's contents for a cell variable) read from the frame\n"
+"(no PyFrame_FastToLocals(): a deleted local does not come back), or the\n"
+"frame's own locals mapping when its code is not optimized (a module, a\n"
+"class body, exec()); STACK a tuple of the values on its evaluation stack\n"
+"(a for loop's iterator, a comprehension's list), or None when it cannot\n"
+"be read (the frame is running C code: the top of each thread).");
+
+static PyObject *
+tracemalloc_frame_roots(PyObject *module, PyObject *unused)
+{
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        return NULL;
+    }
+    if (retention_each_frame(retention_frame_record, list) < 0) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    return list;
+}
+
+PyDoc_STRVAR(tracemalloc_untraced_call__doc__,
+"_untraced_call($module, func, /, *args, **kwargs)\n"
+"--\n"
+"\n"
+"func(*args, **kwargs) with the calling thread's tracing suspended: the\n"
+"objects it makes are not traced.");
+
+static PyObject *
+tracemalloc_untraced_call(PyObject *module, PyObject *const *args,
+                          size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_untraced_call() needs a callable");
+        return NULL;
+    }
+    _PyTraceMalloc_SuspendThread();
+    PyObject *result = PyObject_Vectorcall(args[0], args + 1, nargs - 1,
+                                           kwnames);
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
 /* ---- a site's objects ---------------------------------------------- */
 
 /* The live objects traced at one line: every object the collector lists,
@@ -1011,22 +1413,76 @@ site_visit(PyObject *obj, void *arg)
         || (PyObject_IS_GC(obj) && PyObject_GC_IsTracked(obj))) {
         return 0;
     }
+    int added;
+    uint32_t index = RETENTION_NONE;
+    if (retention_is_container(obj)) {
+        /* An untracked container (a dict or tuple of atoms, a code
+           object): once, and then what it refers to, at any depth. */
+        index = retention_add(&ss->seen, obj, &added);
+        if (index == RETENTION_NONE) {
+            ss->failed = 1;
+            return 0;
+        }
+        if (!added) {
+            return 0;
+        }
+        if (retention_push(&ss->seen, index) < 0) {
+            ss->failed = 1;
+            return 0;
+        }
+    }
     int match = site_matches(ss, obj);
     if (match < 0) {
         ss->failed = 1;
         return 0;
     }
     if (match) {
-        int added;
-        if (retention_add(&ss->seen, obj, &added) == RETENTION_NONE) {
-            ss->failed = 1;
-            return 0;
+        if (index == RETENTION_NONE) {
+            index = retention_add(&ss->seen, obj, &added);
+            if (index == RETENTION_NONE) {
+                ss->failed = 1;
+                return 0;
+            }
         }
         if (added && PyList_Append(ss->found, obj) < 0) {
             ss->failed = 2;
         }
     }
     return 0;
+}
+
+/* A frame's locals and evaluation stack: what only a running frame refers
+   to (a thread's local variable) is listed by no container. */
+static int
+site_visit_frame(PyThreadState *ts, _PyInterpreterFrame *f,
+                 int stack_depth, void *arg)
+{
+    site_search *ss = (site_search *)arg;
+    PyCodeObject *code = RETENTION_FRAME_CODE(f);
+    int n = code->co_nlocalsplus + (stack_depth > 0 ? stack_depth : 0);
+    for (int i = 0; i < n && !ss->failed; i++) {
+        (void)site_visit(f->localsplus[i], ss);
+    }
+    return 0;
+}
+
+/* Traverse the untracked containers site_visit() queued. */
+static void
+site_drain(site_search *ss)
+{
+    retention_search *s = &ss->seen;
+    while (s->head < s->tail && !ss->failed) {
+        PyObject *obj = s->entries[s->queue[s->head++]].obj;
+        if (PyCode_Check(obj)) {
+            (void)retention_traverse_code((PyCodeObject *)obj, site_visit,
+                                          ss);
+            continue;
+        }
+        traverseproc traverse = Py_TYPE(obj)->tp_traverse;
+        if (traverse != NULL) {
+            (void)traverse(obj, site_visit, ss);
+        }
+    }
 }
 
 PyDoc_STRVAR(tracemalloc_site_objects__doc__,
@@ -1117,6 +1573,11 @@ tracemalloc_site_objects(PyObject *module, PyObject *const *args,
         if (traverse != NULL) {
             (void)traverse(obj, site_visit, &ss);
         }
+        site_drain(&ss);
+    }
+    if (!ss.failed) {
+        (void)retention_each_frame(site_visit_frame, &ss);
+        site_drain(&ss);
     }
     if (ss.failed == 1) {
         PyErr_NoMemory();
@@ -1146,4 +1607,8 @@ done:
     {"_thread_dicts", tracemalloc_thread_dicts, METH_NOARGS, \
      tracemalloc_thread_dicts__doc__}, \
     {"_site_objects", _PyCFunction_CAST(tracemalloc_site_objects), \
-     METH_FASTCALL, tracemalloc_site_objects__doc__},
+     METH_FASTCALL, tracemalloc_site_objects__doc__}, \
+    {"_frame_roots", tracemalloc_frame_roots, METH_NOARGS, \
+     tracemalloc_frame_roots__doc__}, \
+    {"_untraced_call", _PyCFunction_CAST(tracemalloc_untraced_call), \
+     METH_FASTCALL | METH_KEYWORDS, tracemalloc_untraced_call__doc__},

@@ -1237,5 +1237,332 @@ class ReportedRetentionTests(unittest.TestCase):
         self.assertIsNone(test["report"]["sites"][0]["retention"])
 
 
+class ReviewS38Tests(unittest.TestCase):
+    """Issue 30 review (s38): wrong answers, one test each."""
+
+    def no_collection(self):
+        enabled = gc.isenabled()
+        gc.disable()
+        self.addCleanup(lambda: gc.enable() if enabled else None)
+        self.addCleanup(gc.collect)
+
+    def test_untracked_dict_in_cycle(self):
+        # f01: the collector does not track {"k": bytes}: its reference
+        # is counted all the same, and the cycle is a cycle.
+        self.no_collection()
+        node = Payload(1)
+        node.self = node
+        node.cache = {"k": bytes(1000)}
+        self.assertFalse(gc.is_tracked(node.cache))
+        targets = [node.cache["k"]]
+        del node
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(chain.kind, "cycle", chain)
+        self.assertEqual(str(chain),
+                         "uncollected cycle \u2192 test.test_tracemalloc_"
+                         "retention.Payload \u2192 .cache \u2192 dict "
+                         "\u2192 ['k'] \u2192 bytes")
+
+    def test_iterable_copy_is_own(self):
+        # f02: asked with a set, retention_paths() copies it into a list:
+        # that reference is the search's own, not a hidden holder.
+        self.no_collection()
+        node = Payload(1)
+        node.self = node
+        node.payload = Payload(2)
+        targets = {node.payload}
+        del node
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(chain.kind, "cycle", chain)
+
+    def test_exec_namespace_frame(self):
+        # f07: a frame whose locals are its globals, a dict that is no
+        # module's (exec(code, namespace)): a root, its variables locals.
+        out = []
+        exec(textwrap.dedent("""\
+            KEEP = [bytearray(100) for _ in range(5)]
+            OUT.append(retention.retention_paths(list(KEEP)))
+            """), {"retention": retention, "OUT": out})
+        chain = out[0].chains[0]
+        self.assertEqual(chain.kind, "root", chain)
+        self.assertEqual(chain.root_kind, "frame", chain)
+        self.assertEqual(chain.steps[0].how, "local KEEP", chain)
+
+    def test_for_loop_iterator(self):
+        # f09: the list a for loop iterates over, held by nothing but the
+        # loop's iterator on this frame's evaluation stack.
+        def items():
+            return [bytearray(10) for _ in range(3)]
+        for item in items():
+            targets = [item]
+            del item
+            chain = retention.retention_paths(targets).chains[0]
+            break
+        self.assertEqual(chain.kind, "root", chain)
+        self.assertEqual(chain.root_kind, "frame", chain)
+        self.assertIn("test_for_loop_iterator()", chain.root)
+        self.assertEqual(
+            [step.how for step in chain.steps],
+            ["evaluation stack", "", "[0]"], chain)
+
+    def test_thread_comprehension_stack(self):
+        # f08: a comprehension's partial list, in a thread blocked while
+        # it is being built.
+        ready, stop = threading.Event(), threading.Event()
+        handed = []
+
+        def fetch(i):
+            buf = bytearray(100)
+            handed.append(buf)
+            if i == 2:
+                ready.set()
+                stop.wait()
+            return buf
+
+        def worker():
+            return [fetch(i) for i in range(4)]
+
+        thread = threading.Thread(target=worker, name="s38-worker")
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(stop.set)
+        ready.wait()
+        targets = handed[:2]
+        handed.clear()
+        result = retention.retention_paths(targets)
+        chain = result.chains[0]
+        self.assertEqual(chain.kind, "root", result.format())
+        self.assertIn("thread s38-worker", chain.root)
+        self.assertEqual(chain.steps[0].how, "evaluation stack", chain)
+        self.assertEqual(chain.count, 2)
+
+    def test_code_object_constants(self):
+        # f06: the constants of code objects kept in a global list.
+        module = plant("leakapp_s38_code", """
+            COMPILED = [compile(f"x = b'payload-{i}' + b'!'", "<snippet>",
+                                "exec") for i in range(5)]
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_s38_code")
+        targets = [code.co_consts[0] for code in module.COMPILED]
+        self.assertTrue(all(type(t) is bytes for t in targets))
+        result = retention.retention_paths(targets)
+        chain = result.chains[0]
+        self.assertEqual((chain.kind, result.holders), ("root", 1), chain)
+        self.assertEqual(chain.steps[0].how, "global COMPILED", chain)
+        self.assertEqual(chain.steps[2].how, ".co_consts", chain)
+        self.assertEqual(chain.count, 5)
+
+    def test_c_static_untracked_tuples(self):
+        # f05: a C static's list of (bytes, int) tuples that the collector
+        # stopped tracking: one holder, the list, its chain through them.
+        if _testtracemalloc is None:
+            self.skipTest("needs _testtracemalloc")
+        records = [(bytes(100 + i), i) for i in range(5)]
+        gc.collect()
+        self.assertFalse(any(gc.is_tracked(t) for t in records))
+        targets = [t[0] for t in records]
+        previous = _testtracemalloc.keep_in_static(records)
+        self.addCleanup(_testtracemalloc.keep_in_static, previous)
+        del records
+        result = retention.retention_paths(targets)
+        chain = result.chains[0]
+        self.assertEqual((chain.kind, result.holders, chain.count),
+                         ("no-referrer", 1, 5), result.format())
+        self.assertEqual([step.type for step in chain.steps],
+                         ["list", "tuple", "bytes"], chain)
+        self.assertEqual((chain.refcount, chain.referrers), (1, 0))
+
+    def test_long_chain_complete(self):
+        # f03: a chain 1000 objects deep is whole.
+        module = plant("leakapp_s38_deep", """
+            class Node:
+                def __init__(self, next):
+                    self.next = next
+                    self.data = bytearray(8)
+            HEAD = None
+            for _ in range(1000):
+                HEAD = Node(HEAD)
+            node = HEAD
+            while node.next is not None:
+                node = node.next
+            LAST = node.data
+            del node
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_s38_deep")
+        targets = [module.LAST]
+        del module.LAST
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(chain.steps[0].how, "global HEAD", chain)
+        self.assertEqual(len(chain.steps), 1001)
+        self.assertGreaterEqual(chain.length, 1000 + 2)
+
+    def test_ring_is_one_holder(self):
+        # f04: an uncollected ring of nodes, each with a payload: one
+        # holder, with the shortest chain, whatever the ring's size.
+        self.no_collection()
+        for size in (2, 10, 600):
+            with self.subTest(size=size):
+                nodes = [Payload(i) for i in range(size)]
+                for i, node in enumerate(nodes):
+                    node.next = nodes[(i + 1) % size]
+                    node.payload = Payload(-i)
+                targets = [node.payload for node in nodes]
+                del nodes, node
+                result = retention.retention_paths(targets)
+                chain = result.chains[0]
+                self.assertEqual((result.holders, chain.kind, chain.count),
+                                 (1, "cycle", size), result.format())
+                self.assertEqual([step.how for step in chain.steps],
+                                 ["", ".payload"], chain)
+                del targets, result, chain
+                gc.collect()
+
+    def test_site_objects_nested_untracked(self):
+        # f15: a site's bytes in untracked tuples, several levels down.
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        module = plant("leakapp_s38_nested", """
+            LEAK = []
+            def payload():
+                return bytes(100)
+            def work():
+                LEAK.append(("request", ("body", payload())))
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_s38_nested")
+        for _ in range(5):
+            module.work()
+        gc.collect()
+        lineno = module.payload.__code__.co_firstlineno + 1
+        found = retention.site_objects("<string>", lineno)
+        self.assertEqual(sorted(map(id, found)),
+                         sorted(id(t[1][1]) for t in module.LEAK))
+
+    def test_site_objects_thread_local(self):
+        # f20: a site's bytes held only by a running thread's local.
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        ready, stop = threading.Event(), threading.Event()
+        handed = []
+
+        def worker():
+            blob = b"x" * 100_000
+            handed.append(id(blob))
+            ready.set()
+            stop.wait()
+
+        thread = threading.Thread(target=worker, name="s38-local")
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(stop.set)
+        ready.wait()
+        lineno = worker.__code__.co_firstlineno + 1
+        found = retention.site_objects(__file__, lineno)
+        self.assertEqual([id(obj) for obj in found], handed)
+        del found
+        result = retention.site_retention((__file__, lineno))
+        self.assertEqual(result.chains[0].steps[0].how, "local blob",
+                         result.format())
+
+    def test_mock_spec_dict(self):
+        # f14: isinstance(Mock(spec=dict), dict) is true; its items() is
+        # no dict's.
+        from unittest import mock
+        module = plant("leakapp_s38_mock", "", CLIENT=mock.Mock(spec=dict))
+        self.addCleanup(sys.modules.pop, "leakapp_s38_mock")
+        module.CLIENT.get(bytearray(100))
+        targets = [module.CLIENT.get.call_args_list[0].args[0]]
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(chain.steps[0].how, "global CLIENT", chain)
+        self.assertEqual(chain.kind, "root", chain)
+
+    def test_subclass_step_names(self):
+        # f13: a dict subclass's items() and a list subclass's __iter__
+        # are not called: they may hide or reorder what they hold.
+        class Settings(dict):
+            def items(self):
+                return [(k, v) for k, v in dict.items(self)
+                        if not k.startswith("_")]
+
+        class Stack(list):
+            def __iter__(self):
+                return reversed(list(list.__iter__(self)))
+
+        module = plant("leakapp_s38_sub", "",
+                       SETTINGS=Settings(_buffer=bytearray(5)),
+                       STACK=Stack([bytearray(1), bytearray(2)]))
+        self.addCleanup(sys.modules.pop, "leakapp_s38_sub")
+        by_key = retention.retention_paths(
+            [dict.__getitem__(module.SETTINGS, "_buffer")]).chains[0]
+        by_index = retention.retention_paths(
+            [list.__getitem__(module.STACK, 0)]).chains[0]
+        self.assertEqual(by_key.steps[1].how, "['_buffer']", by_key)
+        self.assertEqual(by_index.steps[1].how, "[0]", by_index)
+
+    def test_slot_names(self):
+        # f19: __slots__ as one string, and a private (mangled) slot.
+        class Session:
+            __slots__ = "buffer"
+
+        class Connection:
+            __slots__ = ("__pending",)
+
+            def __init__(self):
+                self.__pending = bytearray(3)
+
+        session = Session()
+        session.buffer = bytearray(1)
+        module = plant("leakapp_s38_slots", "", SESSION=session,
+                       CONNECTION=Connection())
+        self.addCleanup(sys.modules.pop, "leakapp_s38_slots")
+        one = retention.retention_paths([session.buffer]).chains[0]
+        private = retention.retention_paths(
+            [module.CONNECTION._Connection__pending]).chains[0]
+        self.assertEqual(one.steps[1].how, ".buffer", one)
+        self.assertEqual(private.steps[1].how, "._Connection__pending",
+                         private)
+
+    def test_multiline_key_repr(self):
+        # f16: a chain is one line, whatever its keys' reprs.
+        class Point:
+            def __repr__(self):
+                return "Point(\n  x=1,\n  y=2,\n)"
+
+        module = plant("leakapp_s38_repr", "", TABLE={Point(): bytearray(1)})
+        self.addCleanup(sys.modules.pop, "leakapp_s38_repr")
+        chain = retention.retention_paths(
+            list(module.TABLE.values())).chains[0]
+        self.assertNotIn("\n", str(chain))
+        self.assertEqual(chain.steps[1].how, "[Point( x=1, y=2, )]")
+
+    def test_deleted_local_not_revived(self):
+        # f17: the search reads no frame's f_locals (3.11 copies them into
+        # the frame: a local deleted later stayed alive).
+        import weakref
+        keep = [bytearray(8)]
+
+        def handler():
+            scratch = Payload(1)
+            alive = weakref.ref(scratch)
+            retention.retention_paths(list(keep))
+            del scratch
+            return alive() is None
+
+        self.assertTrue(handler())
+
+    def test_result_untraced(self):
+        # f10: the result's objects are made with tracing suspended.
+        module = plant("leakapp_s38_untraced", """
+            HOLD = [bytearray(100) for _ in range(20)]
+        """)
+        self.addCleanup(sys.modules.pop, "leakapp_s38_untraced")
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        result = retention.retention_paths(list(module.HOLD))
+        chain = result.chains[0]
+        for obj in (result, chain, chain.steps[0], chain.root,
+                    chain.steps):
+            self.assertIsNone(tracemalloc.get_object_traceback(obj), obj)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -15,6 +15,7 @@ tracemalloc traces.  What it reports holds no reference to the objects.
 """
 
 import gc
+import re
 import sys
 import threading
 import types
@@ -38,6 +39,8 @@ def _short_repr(obj, limit=_REPR_LIMIT):
         text = repr(obj)
     except Exception:
         text = f"<{type(obj).__name__} object>"
+    # A chain is one line: a repr written over several lines is joined.
+    text = re.sub(r"\s*[\r\n]+\s*", " ", text)
     if len(text) > limit:
         text = text[:limit - 3] + "..."
     return text
@@ -310,18 +313,28 @@ def roots(skip_frames=None):
     for ident, namespace in _tracemalloc._thread_dicts():
         name = names.get(ident, ident)
         result.append(("thread", f"thread {name}, state dict", namespace))
-    for ident, frame in sys._current_frames().items():
+    # The frames, read in C: their locals without frame.f_locals (which
+    # on 3.11 copies them into the frame, bringing a deleted local back),
+    # a frame's own locals mapping when it is not a function's (a module,
+    # a class body, exec(code, namespace): its globals then), and the
+    # values on its evaluation stack (a for loop's iterator, the list a
+    # comprehension is building) when they can be read.
+    for ident, code, lineno, namespace, stack in _tracemalloc._frame_roots():
+        if code in skip_frames:
+            continue
         name = names.get(ident, ident)
-        while frame is not None:
-            code = frame.f_code
-            if code not in skip_frames and frame.f_locals is not \
-                    frame.f_globals:
-                where = (f"thread {name}, frame {code.co_name}() at "
-                         f"{code.co_filename}:{frame.f_lineno}")
-                result.append(("frame", where, dict(frame.f_locals)))
-            frame = frame.f_back
-    del frame
+        where = (f"thread {name}, frame {code.co_name}() at "
+                 f"{code.co_filename}:{lineno}")
+        if namespace is not None:
+            result.append(("frame", where, namespace))
+        if stack:
+            result.append(("frame", where, _Stack(stack)))
     return result
+
+
+class _Stack(tuple):
+    """The values on a frame's evaluation stack (a root's namespace)."""
+    __slots__ = ()
 
 
 def _own_code():
@@ -338,31 +351,44 @@ def _own_code():
 # ---- naming the steps --------------------------------------------------
 
 def _how(parent, child):
-    """How PARENT refers to CHILD: a short string, '' if unknown."""
-    if isinstance(parent, dict):
-        for key, value in parent.items():
+    """How PARENT refers to CHILD: a short string, '' if unknown.
+
+    Only the C types' own functions look into PARENT (dict.items,
+    list.__iter__, ...), looked up by type(PARENT), not by isinstance(),
+    which a __class__ property fools (Mock(spec=dict)): a subclass's
+    items() or __iter__ may hide or reorder what it holds, or fail."""
+    cls = type(parent)
+    if issubclass(cls, dict):
+        for key, value in dict.items(parent):
             if value is child:
                 return f"[{_short_repr(key)}]"
         return "key"
-    if isinstance(parent, (list, tuple)):
-        for index, value in enumerate(parent):
+    if issubclass(cls, (list, tuple)):
+        items = list.__iter__(parent) if issubclass(cls, list) \
+            else tuple.__iter__(parent)
+        for index, value in enumerate(items):
             if value is child:
                 return f"[{index}]"
         return ""
-    if isinstance(parent, (set, frozenset)):
+    if issubclass(cls, (set, frozenset)):
         return "key"
-    if isinstance(parent, types.CellType):
+    if cls is types.CellType:
         return "cell_contents"
-    if isinstance(parent, types.MethodType):
+    if cls is types.CodeType:
+        for name in ("co_consts", "co_names"):
+            if getattr(parent, name) is child:
+                return f".{name}"
+        return ""
+    if cls is types.MethodType:
         if parent.__self__ is child:
             return ".__self__"
         if parent.__func__ is child:
             return ".__func__"
         return ""
-    if isinstance(parent, type):
+    if issubclass(cls, type):
         if _class_dict(parent) is child:
             return "__dict__"
-    if isinstance(parent, types.FunctionType):
+    if cls is types.FunctionType:
         # Only a function's own attributes: getattr() on any object could
         # run its __getattr__.
         # (Not __annotations__: reading it makes a dict when there is
@@ -371,21 +397,39 @@ def _how(parent, child):
                      "__globals__", "__code__", "__dict__"):
             if getattr(parent, name, None) is child:
                 return f".{name}"
-    try:
-        namespace = object.__getattribute__(parent, "__dict__")
-    except Exception:
-        namespace = None
-    if isinstance(namespace, dict):
+    namespace = None
+    mro = type.__dict__["__mro__"].__get__(cls)
+    for base in mro:
+        descriptor = _class_dict(base).get("__dict__") \
+            if _class_dict(base) is not None else None
+        if descriptor is not None:
+            # Only the instance dict's own C getter: a property named
+            # __dict__ is user code.
+            if type(descriptor) is types.GetSetDescriptorType:
+                try:
+                    namespace = descriptor.__get__(parent, cls)
+                except Exception:
+                    namespace = None
+            break
+    if type(namespace) is dict:
         if namespace is child:
             return ".__dict__"
-        for key, value in namespace.items():
+        for key, value in dict.items(namespace):
             if value is child:
                 return f".{key}"
-    for cls in type(parent).__mro__:
-        for name in cls.__dict__.get("__slots__", ()):
+    # Slots, and a C type's members: their descriptors, whatever
+    # __slots__ was written as (one string, a private name, which the
+    # descriptor has mangled).
+    for base in mro:
+        namespace = _class_dict(base)
+        if namespace is None:
+            continue
+        for descriptor in list(dict.values(namespace)):
+            if type(descriptor) is not types.MemberDescriptorType:
+                continue
             try:
-                if object.__getattribute__(parent, name) is child:
-                    return f".{name}"
+                if descriptor.__get__(parent, cls) is child:
+                    return f".{descriptor.__name__}"
             except Exception:
                 pass
     return ""
@@ -404,6 +448,8 @@ def _steps(objects, root_kind):
         how = _how(parent, child)
         if i == 1 and root_kind in _NAMESPACE_STEP and how.startswith("['"):
             how = f"{_NAMESPACE_STEP[root_kind]} {how[2:-2]}"
+        elif i == 1 and type(parent) is _Stack:
+            how = "evaluation stack"
         following = objects[i + 1] if i + 1 < len(objects) else None
         # An instance's __dict__: one step, ".name".
         if how == ".__dict__" and following is not None:
@@ -463,6 +509,20 @@ def retention_paths(objects, *, max_chains=MAX_CHAINS):
         raise TypeError("max_chains must be an int")
     if max_chains < 0:
         raise ValueError("max_chains must be >= 0")
+    # The roots, the result, and what is made and dropped on the way, with
+    # this thread's tracing suspended: none of it shows in a snapshot.
+    try:
+        return _tracemalloc._untraced_call(_retention_paths, objects,
+                                           max_chains)
+    finally:
+        # What was made untraced and freed is on the free lists: the
+        # program's next objects must not come from them untraced.
+        clear = getattr(_tracemalloc, "_clear_free_lists", None)
+        if clear is not None:
+            clear()
+
+
+def _retention_paths(objects, max_chains):
     container = objects
     targets = objects if isinstance(objects, (list, tuple)) \
         else list(objects)
