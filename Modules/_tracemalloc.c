@@ -1860,6 +1860,65 @@ tracemalloc_is_tracing_allocations(PyObject *module, PyObject *unused)
     return PyBool_FromLong(_PyTraceMalloc_GetAllocations());
 }
 
+PyDoc_STRVAR(tracemalloc_set_dump_over__doc__,
+"_set_dump_over($module, size, /)\n"
+"--\n"
+"\n"
+"Call tracemalloc._dumpover._dump_over() in the main thread when traced\n"
+"memory reaches size bytes, then at each doubling; 0 turns it off.\n"
+"Private: use tracemalloc.dump_over().");
+
+static PyObject *
+tracemalloc_set_dump_over(PyObject *module, PyObject *arg)
+{
+    if (PyBool_Check(arg) || !PyLong_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "size must be an int, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    unsigned long long size = PyLong_AsUnsignedLongLong(arg);
+    if (size == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_SetString(PyExc_ValueError,
+                            "size must be between 0 and 2**64 - 1");
+        }
+        return NULL;
+    }
+    _PyTraceMalloc_SetDumpOver((uint64_t)size);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(tracemalloc_set_dump_on_memory_error__doc__,
+"_set_dump_on_memory_error($module, armed, /)\n"
+"--\n"
+"\n"
+"Call tracemalloc._dumpover._dump_memory_error() in the main thread after\n"
+"the next MemoryError set by C code (once).  Private: use\n"
+"tracemalloc.dump_on_memory_error().");
+
+static PyObject *
+tracemalloc_set_dump_on_memory_error(PyObject *module, PyObject *arg)
+{
+    int armed = PyObject_IsTrue(arg);
+    if (armed < 0) {
+        return NULL;
+    }
+    _PyTraceMalloc_SetDumpOnMemoryError(armed);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(tracemalloc_get_dump_over__doc__,
+"_get_dump_over($module, /)\n"
+"--\n"
+"\n"
+"The next dump threshold in bytes, 0 when off.  Private.");
+
+static PyObject *
+tracemalloc_get_dump_over(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(_PyTraceMalloc_GetDumpOver());
+}
+
 static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
@@ -1873,6 +1932,12 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     {"_get_allocated", _PyCFunction_CAST(tracemalloc_get_allocated),
      METH_VARARGS | METH_KEYWORDS, tracemalloc_get_allocated__doc__},
+    {"_set_dump_over", tracemalloc_set_dump_over, METH_O,
+     tracemalloc_set_dump_over__doc__},
+    {"_set_dump_on_memory_error", tracemalloc_set_dump_on_memory_error,
+     METH_O, tracemalloc_set_dump_on_memory_error__doc__},
+    {"_get_dump_over", tracemalloc_get_dump_over, METH_NOARGS,
+     tracemalloc_get_dump_over__doc__},
     {"is_tracing_allocations", tracemalloc_is_tracing_allocations,
      METH_NOARGS, tracemalloc_is_tracing_allocations__doc__},
     {"start", _PyCFunction_CAST(tracemalloc_start),

@@ -28,6 +28,7 @@
 #include "tracemalloc_framecache.c"
 #include "tracemalloc_compact.c"
 #include "tracemalloc_hooks.c"
+#include "tracemalloc_dumpover.c"
 #include "tracemalloc_startup.c"
 
 /* ---- start / stop ------------------------------------------------------- */
@@ -136,6 +137,14 @@ _PyTraceMalloc_ReadSampleOption(const PyConfig *config, const char **error)
     }
     startup_sample = value;
     return 0;
+}
+
+/* A dump option (tracemalloc_startup.c) without any tracing option: sample
+   at the default interval, the one the signal option starts with. */
+void
+_PyTraceMalloc_StartupDefaultSample(void)
+{
+    startup_sample = 512 * 1024;
 }
 
 /* Whether the options asked for sampling (startup: tracing starts even

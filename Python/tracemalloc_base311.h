@@ -17,6 +17,7 @@
 #  error "this header requires Py_BUILD_CORE define"
 #endif
 
+#include "pycore_ceval.h"         // _PyEval_AddPendingCall()
 #include "pycore_code.h"
 #include "pycore_frame.h"
 #include "pycore_object.h"        // _PyType_PreHeaderSize()
@@ -142,6 +143,17 @@ _PyTraceMalloc_Init(int nframe)
         fprintf(stderr, "%s\n", error);
         return -1;
     }
+    /* -X tracemalloc_dump_over, -X tracemalloc_dump_on_memory_error: a
+       dump needs tracing, sampled when no option says how. */
+    if (_PyTraceMalloc_ReadDumpOverOption(_Py_GetConfig(), &error) < 0) {
+        fprintf(stderr, "%s\n", error);
+        return -1;
+    }
+    if (nframe == 0 && !_PyTraceMalloc_StartupSample()
+        && _PyTraceMalloc_StartupDumpOver()) {
+        _PyTraceMalloc_StartupDefaultSample();
+        nframe = _PyTraceMalloc_STARTUP_NFRAME;
+    }
     if (nframe == 0 && _PyTraceMalloc_StartupSample()) {
         nframe = 1;
     }
@@ -162,6 +174,16 @@ base_clear_free_lists(void)
     _PyDict_ClearFreeList(interp);
     _PyAsyncGen_ClearFreeLists(interp);
     _PyContext_ClearFreeList(interp);
+}
+
+
+/* Ask the main thread of the main interpreter to run FUNC at its next
+   safe point (3.11's Py_AddPendingCall() targets the caller's own
+   interpreter): 0, or -1 when the queue is full. */
+static inline int
+base_add_main_pending_call(int (*func)(void *))
+{
+    return _PyEval_AddPendingCall(_PyRuntime.interpreters.main, func, NULL);
 }
 
 #endif /* !Py_TRACEMALLOC_BASE311_H */

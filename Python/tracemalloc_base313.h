@@ -167,6 +167,16 @@ _PyTraceMalloc_Init(void)
     if (_PyTraceMalloc_ReadSignalOption(&main->config, &error) < 0) {
         return _PyStatus_ERR(error);
     }
+    /* -X tracemalloc_dump_over, -X tracemalloc_dump_on_memory_error: a
+       dump needs tracing, sampled when no option says how. */
+    if (_PyTraceMalloc_ReadDumpOverOption(&main->config, &error) < 0) {
+        return _PyStatus_ERR(error);
+    }
+    if (main->config.tracemalloc == 0 && !_PyTraceMalloc_StartupSample()
+        && _PyTraceMalloc_StartupDumpOver()) {
+        _PyTraceMalloc_StartupDefaultSample();
+        main->config.tracemalloc = _PyTraceMalloc_STARTUP_NFRAME;
+    }
     if (main->config.tracemalloc == 0 && _PyTraceMalloc_StartupSample()) {
         main->config.tracemalloc = 1;
     }
@@ -178,6 +188,16 @@ static inline void
 base_clear_free_lists(void)
 {
     _PyGC_ClearAllFreeLists(_PyInterpreterState_GET());
+}
+
+
+/* Ask the main thread of the main interpreter to run FUNC at its next
+   safe point (what 3.13's Py_AddPendingCall() does): 0, or -1 when the
+   queue is full. */
+static inline int
+base_add_main_pending_call(int (*func)(void *))
+{
+    return Py_AddPendingCall(func, NULL);
 }
 
 #endif /* !Py_TRACEMALLOC_BASE313_H */

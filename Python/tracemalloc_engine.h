@@ -27,6 +27,8 @@
  *                                    cache and the line cache
  *  Python/tracemalloc_peak.c         per-node totals now and at the peak
  *  Python/tracemalloc_compact.c      compaction of the tree
+ *  Python/tracemalloc_dumpover.c     the dump threshold: a pending call
+ *                                    when traced memory crosses it
  *  Python/tracemalloc_sample.c       sampling mode: the countdowns, the
  *                                    filter of sampled addresses, the
  *                                    estimator
@@ -259,6 +261,19 @@ static struct {
                                        the GIL, for the tests */
     } lock;
 
+    /* The dump threshold (tracemalloc_dumpover.c, issue 33 item 4):
+       when traced memory reaches `next`, `crossed` records it, `next`
+       doubles and a pending call asks the main thread to write a
+       profile.  next: UINT64_MAX when off.  Protected by the engine
+       lock; `next` is also read by totals_add() under it. */
+    struct {
+        uint64_t next;
+        uint64_t crossed;           /* traced memory at the last crossing */
+        uint64_t threshold;         /* the crossing that was asked for */
+        int pending;                /* a pending call is queued */
+        int on_memory_error;        /* dump at the next MemoryError */
+    } dumpover;
+
     /* Fault injection for the tests.  Protected by the engine lock
        (fail_barriers: by lock.foreign_lock). */
     struct {
@@ -269,6 +284,7 @@ static struct {
 } tm = {
     .generation = 1,
     .lock = {.foreign_lock = ATOMIC_FLAG_INIT},
+    .dumpover = {.next = UINT64_MAX},
 };
 
 /* ---- functions the engine's files call in each other ------------------- */
@@ -374,6 +390,7 @@ static inline int peak_account_add(unsigned int domain,
                                    _PyTraceMalloc_Node node, size_t size);
 static inline void peak_account_remove(unsigned int domain,
                                        _PyTraceMalloc_Node node, size_t size);
+static void dumpover_crossed(void);
 static inline void peak_account_alloc(_PyTraceMalloc_Node node, size_t size);
 static inline void peak_account_move(_PyTraceMalloc_Node from,
                                      _PyTraceMalloc_Node to, size_t size);

@@ -2,6 +2,8 @@
  *
  *   -X tracemalloc_signal=SIGNAL[:INTERVAL]   PYTHONTRACEMALLOCSIGNAL
  *   -X tracemalloc_dump=PATTERN               PYTHONTRACEMALLOCDUMP
+ *   -X tracemalloc_dump_over=SIZE             PYTHONTRACEMALLOCDUMPOVER
+ *   -X tracemalloc_dump_on_memory_error       PYTHONTRACEMALLOCDUMPONMEMORYERROR
  *
  * Part of the engine's translation unit (Python/tracemalloc.c includes it).
  *
@@ -209,6 +211,109 @@ _PyTraceMalloc_ReadSignalOption(const PyConfig *config, const char **error)
     return 0;
 }
 
+/* What the dump options asked for (issue 33, item 4): a threshold in
+   bytes (0: none), and the dump on the first MemoryError. */
+static struct {
+    uint64_t size;
+    int memory_error;
+    char option[200];           /* "OPTION=VALUE" of the threshold */
+    char memory_error_option[80];
+} startup_dumpover;
+
+/* The value of -X NAME[=VALUE] (into BUFFER) or, unless -E, of the
+   environment variable ENV: NULL when neither is given; *OPTION names the
+   one found. */
+static const char *
+startup_option(const PyConfig *config, const wchar_t *name, const char *xname,
+               const char *env, char *buffer, size_t size,
+               const char **option)
+{
+    const char *text = NULL;
+    *option = NULL;
+    size_t n = wcslen(name);
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *x = config->xoptions.items[i];
+        if (wcsncmp(x, name, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
+            *option = xname;
+            if (x[n] == 0) {
+                buffer[0] = 0;
+            }
+            else if (wcstombs(buffer, x + n + 1, size) >= size) {
+                buffer[0] = '?';    /* too long: a bad value */
+                buffer[1] = 0;
+            }
+            text = buffer;
+        }
+    }
+    if (text == NULL && config->use_environment) {
+        const char *value = getenv(env);
+        if (value != NULL && value[0] != 0) {
+            *option = env;
+            text = value;
+        }
+    }
+    return text;
+}
+
+/* Read -X tracemalloc_dump_over=SIZE (PYTHONTRACEMALLOCDUMPOVER) and -X
+   tracemalloc_dump_on_memory_error (PYTHONTRACEMALLOCDUMPONMEMORYERROR=1)
+   from CONFIG: 0, or -1 with *ERROR set to a message naming the option. */
+int
+_PyTraceMalloc_ReadDumpOverOption(const PyConfig *config, const char **error)
+{
+    static char message[300];
+    char buffer[64];
+    const char *option;
+    memset(&startup_dumpover, 0, sizeof(startup_dumpover));
+    const char *text = startup_option(
+        config, L"tracemalloc_dump_over", "-X tracemalloc_dump_over",
+        "PYTHONTRACEMALLOCDUMPOVER", buffer, sizeof(buffer), &option);
+    if (text != NULL) {
+        PyOS_snprintf(startup_dumpover.option,
+                      sizeof(startup_dumpover.option), "%s=%.60s", option,
+                      text);
+        const char *why;
+        uint64_t size = _PyTraceMalloc_ParseSize(text, &why);
+        if (why != NULL) {
+            PyOS_snprintf(message, sizeof(message), "%s: %s",
+                          startup_dumpover.option, why);
+            *error = message;
+            return -1;
+        }
+        startup_dumpover.size = size;
+    }
+    text = startup_option(
+        config, L"tracemalloc_dump_on_memory_error",
+        "-X tracemalloc_dump_on_memory_error",
+        "PYTHONTRACEMALLOCDUMPONMEMORYERROR", buffer, sizeof(buffer),
+        &option);
+    if (text != NULL) {
+        /* -X alone, or 1: on; 0: off (as PYTHONFAULTHANDLER reads). */
+        if (text[0] == 0 || strcmp(text, "1") == 0) {
+            startup_dumpover.memory_error = 1;
+        }
+        else if (strcmp(text, "0") != 0) {
+            PyOS_snprintf(message, sizeof(message),
+                          "%s=%.40s: expected 1 (on) or 0 (off)", option,
+                          text);
+            *error = message;
+            return -1;
+        }
+        PyOS_snprintf(startup_dumpover.memory_error_option,
+                      sizeof(startup_dumpover.memory_error_option), "%s",
+                      option);
+    }
+    return 0;
+}
+
+/* Whether a dump option was given: tracing must then be on from startup
+   (sampled at the default interval unless another option says how). */
+int
+_PyTraceMalloc_StartupDumpOver(void)
+{
+    return startup_dumpover.size != 0 || startup_dumpover.memory_error;
+}
+
 /* Whether a signal option was given (the hook has something to do). */
 int
 _PyTraceMalloc_StartupSignal(void)
@@ -250,36 +355,13 @@ startup_dump_pattern(const PyConfig *config, const char **option)
    handler that the options asked for, before site and before the user's
    code.  An option that the handler cannot use (a pattern whose directory
    does not exist) stops the interpreter with a message naming it. */
-PyStatus
-_PyTraceMalloc_InstallStartupSignal(void)
+/* Say why a startup installation failed: the message of the exception
+   that _install_at_startup() raised (it names the option), or OPTION and
+   the exception's type for anything else (an import that failed). */
+static PyStatus
+startup_failed(const char *option, const char *what)
 {
     static char message[600];
-    if (startup_signal.signum == 0) {
-        return _PyStatus_OK();
-    }
-    const PyConfig *config = _Py_GetConfig();
-    const char *pattern_option = NULL;
-    PyObject *result = NULL;
-    PyObject *pattern = startup_dump_pattern(config, &pattern_option);
-    if (pattern != NULL) {
-        PyObject *module = PyImport_ImportModule("tracemalloc._ondemand");
-        if (module != NULL) {
-            result = PyObject_CallMethod(
-                module, "_install_at_startup", "isKiOs",
-                startup_signal.signum, startup_signal.option,
-                (unsigned long long)startup_signal.interval,
-                startup_signal.exact, pattern, pattern_option);
-            Py_DECREF(module);
-        }
-        Py_DECREF(pattern);
-    }
-    if (result != NULL) {
-        Py_DECREF(result);
-        return _PyStatus_OK();
-    }
-    /* The message is the exception's: _install_at_startup() names the
-       option in it.  Anything else (an import that failed) is said with
-       its type. */
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *exc = PyErr_GetRaisedException();
 #else
@@ -295,16 +377,75 @@ _PyTraceMalloc_InstallStartupSignal(void)
             text = PyObject_Str(exc);
         }
         else {
-            text = PyUnicode_FromFormat("%s: %s: %S", startup_signal.option,
+            text = PyUnicode_FromFormat("%s: %s: %S", option,
                                         Py_TYPE(exc)->tp_name, exc);
         }
     }
     const char *utf8 = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
-    PyOS_snprintf(message, sizeof(message), "%s",
-                  utf8 != NULL ? utf8 :
-                  "cannot install the tracemalloc signal handler");
+    PyOS_snprintf(message, sizeof(message), "%s", utf8 != NULL ? utf8 : what);
     Py_XDECREF(text);
     Py_XDECREF(exc);
     PyErr_Clear();
     return _PyStatus_ERR(message);
+}
+
+/* Python/pylifecycle.c's hook, main interpreter only: install the signal
+   handler and the dumps that the options asked for, before site and
+   before the user's code.  An option that cannot be used (a pattern whose
+   directory does not exist) stops the interpreter with a message naming
+   it. */
+PyStatus
+_PyTraceMalloc_InstallStartupSignal(void)
+{
+    if (startup_signal.signum == 0 && !_PyTraceMalloc_StartupDumpOver()) {
+        return _PyStatus_OK();
+    }
+    const PyConfig *config = _Py_GetConfig();
+    const char *pattern_option = NULL;
+    PyObject *pattern = startup_dump_pattern(config, &pattern_option);
+    if (pattern == NULL) {
+        return startup_failed("-X tracemalloc_dump",
+                              "cannot read the tracemalloc dump pattern");
+    }
+    if (startup_signal.signum != 0) {
+        PyObject *result = NULL;
+        PyObject *module = PyImport_ImportModule("tracemalloc._ondemand");
+        if (module != NULL) {
+            result = PyObject_CallMethod(
+                module, "_install_at_startup", "isKiOs",
+                startup_signal.signum, startup_signal.option,
+                (unsigned long long)startup_signal.interval,
+                startup_signal.exact, pattern, pattern_option);
+            Py_DECREF(module);
+        }
+        if (result == NULL) {
+            Py_DECREF(pattern);
+            return startup_failed(
+                startup_signal.option,
+                "cannot install the tracemalloc signal handler");
+        }
+        Py_DECREF(result);
+    }
+    if (_PyTraceMalloc_StartupDumpOver()) {
+        const char *option = startup_dumpover.size
+                             ? startup_dumpover.option
+                             : startup_dumpover.memory_error_option;
+        PyObject *result = NULL;
+        PyObject *module = PyImport_ImportModule("tracemalloc._dumpover");
+        if (module != NULL) {
+            result = PyObject_CallMethod(
+                module, "_install_at_startup", "KsiOs",
+                (unsigned long long)startup_dumpover.size, option,
+                startup_dumpover.memory_error, pattern, pattern_option);
+            Py_DECREF(module);
+        }
+        if (result == NULL) {
+            Py_DECREF(pattern);
+            return startup_failed(option,
+                                  "cannot set the tracemalloc dump");
+        }
+        Py_DECREF(result);
+    }
+    Py_DECREF(pattern);
+    return _PyStatus_OK();
 }

@@ -121,6 +121,9 @@ totals_add(size_t size)
         tm.store.peak = tm.store.current;
         tm.peak.pending = 1;
     }
+    if (tm.store.current >= tm.dumpover.next) {
+        dumpover_crossed();
+    }
 }
 
 /* ---- the store API ------------------------------------------------------ */

@@ -90,6 +90,16 @@ extern int _PyTraceMalloc_NewReference(PyObject *op);
 extern int _PyTraceMalloc_ReadSignalOption(const PyConfig *config,
                                            const char **error);
 extern int _PyTraceMalloc_StartupSignal(void);
+/* -X tracemalloc_dump_over and -X tracemalloc_dump_on_memory_error (and
+   their variables), read with the configuration as the signal option; a
+   dump option without a tracing option makes startup sample at the
+   default interval (_PyTraceMalloc_StartupDefaultSample()) with 25
+   frames. */
+extern int _PyTraceMalloc_ReadDumpOverOption(const PyConfig *config,
+                                             const char **error);
+extern int _PyTraceMalloc_StartupDumpOver(void);
+extern void _PyTraceMalloc_StartupDefaultSample(void);
+#define _PyTraceMalloc_STARTUP_NFRAME 25
 extern PyStatus _PyTraceMalloc_InstallStartupSignal(void);
 
 /* Trace domain of the Python allocators (upstream's DEFAULT_DOMAIN). */
@@ -545,6 +555,14 @@ extern int _PyTraceMalloc_Start(int max_nframe);
 #define _PyTraceMalloc_SAMPLE_MAX (UINT64_C(1) << 48)
 PyAPI_FUNC(int) _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample,
                                             int explicit, int allocations);
+/* The dump threshold (Python/tracemalloc_dumpover.c): set it (0: off), or
+   read the next one (0: off). */
+PyAPI_FUNC(void) _PyTraceMalloc_SetDumpOver(uint64_t size);
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetDumpOver(void);
+/* Python/errors.c: a MemoryError was just set (patch memory-error-hook);
+   arm or disarm the dump that the next one asks for. */
+extern void _PyTraceMalloc_MemoryError(void);
+PyAPI_FUNC(void) _PyTraceMalloc_SetDumpOnMemoryError(int armed);
 /* Whether tracing keeps allocation totals (start(allocations=True)). */
 PyAPI_FUNC(int) _PyTraceMalloc_GetAllocations(void);
 PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetSample(void);

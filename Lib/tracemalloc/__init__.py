@@ -1244,6 +1244,22 @@ def take_snapshot(*, peak=False, threads=False, allocated=False):
     return snapshot
 
 
+def dump_over(*args, **kwargs):
+    """Write a profile when traced memory first reaches a size, then at
+    each doubling (see tracemalloc._dumpover.dump_over)."""
+    from tracemalloc import _dumpover
+
+    return _dumpover.dump_over(*args, **kwargs)
+
+
+def dump_on_memory_error(*args, **kwargs):
+    """Write a profile after the first MemoryError raised by C code (see
+    tracemalloc._dumpover.dump_on_memory_error)."""
+    from tracemalloc import _dumpover
+
+    return _dumpover.dump_on_memory_error(*args, **kwargs)
+
+
 def dump_on_signal(*args, **kwargs):
     """Write a snapshot or a pprof profile each time a signal arrives (see
     tracemalloc._ondemand.dump_on_signal)."""
