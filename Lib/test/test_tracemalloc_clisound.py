@@ -146,6 +146,56 @@ class LeaksMessageTest(unittest.TestCase):
         self.assertIn("no verdict", proc.stderr)
 
 
+class LeaksOutputTest(unittest.TestCase):
+    """Issue 31's review (s38), F3 and F7: leaks' usage errors and its
+    JSON on standard output."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, self.tmp)
+
+    def leaks(self, *args):
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        return subprocess.run([sys.executable, "-m", "tracemalloc", "leaks",
+                               *args], cwd=self.tmp, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+
+    def test_empty_ignore_is_a_usage_error(self):
+        # F3: `--ignore "$KNOWN"` with the variable empty was a traceback
+        # and exit 1, the status of a leak.
+        with open(os.path.join(self.tmp, "target.py"), "w") as f:
+            f.write("def clean():\n    pass\n")
+        for extra in ([], ["--json"]):
+            with self.subTest(extra=extra):
+                proc = self.leaks("--ignore", "", *extra, "target:clean")
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertNotIn("Traceback", proc.stderr)
+                self.assertIn("--ignore", proc.stderr)
+                self.assertEqual(proc.stdout, "")
+
+    def test_json_alone_on_stdout(self):
+        # F7: what the target prints, from Python and from C, goes to
+        # standard error; standard output is the JSON report alone.
+        import json
+        with open(os.path.join(self.tmp, "jobs.py"), "w") as f:
+            f.write("import os\n"
+                    "def run_one():\n"
+                    "    print('processed 1 job')\n"
+                    "    os.write(1, b'raw write\\n')\n")
+        proc = self.leaks("--json", "jobs:run_one")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        report = json.loads(proc.stdout)
+        self.assertEqual(report["title"], "jobs:run_one")
+        self.assertFalse(report["leaked"])
+        self.assertIn("processed 1 job", proc.stderr)
+        self.assertIn("raw write", proc.stderr)
+        # Without --json, the target's output stays on standard output.
+        proc = self.leaks("jobs:run_one")
+        self.assertIn("processed 1 job", proc.stdout)
+        self.assertIn("raw write", proc.stdout)
+
+
 PRISTINE = os.environ.get(
     "TRACEMALLOC_PRISTINE",
     "/root/.cache/tracemalloc-fork/pristine-3.13.15-build/e45c82448f97/"

@@ -929,6 +929,41 @@ def _script_runner(path, args):
     return functools.partial(_run_script, path)
 
 
+class _StdoutToStderr:
+    """Send standard output to standard error until restore(): sys.stdout
+    and file descriptor 1 both, so that C code's writes follow too.  When
+    there is no descriptor 1 to save, only sys.stdout is redirected."""
+
+    def __init__(self):
+        self.stdout = sys.stdout
+        self.saved_fd = None
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        try:
+            self.saved_fd = os.dup(1)
+            os.dup2(2, 1)
+        except OSError:
+            if self.saved_fd is not None:
+                os.close(self.saved_fd)
+            self.saved_fd = None
+        sys.stdout = sys.stderr
+
+    def restore(self):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        if self.saved_fd is not None:
+            os.dup2(self.saved_fd, 1)
+            os.close(self.saved_fd)
+            self.saved_fd = None
+        sys.stdout = self.stdout
+
+
 def command_leaks(argv):
     """`leaks [options] TARGET [args]`."""
     from tracemalloc import leaks
@@ -967,14 +1002,23 @@ def command_leaks(argv):
     except _TargetError as exc:
         parser.error(str(exc))
 
+    if any(not pattern for pattern in options.ignore):
+        parser.error("--ignore: a pattern must not be empty (an unset "
+                     "variable?); give FILE:LINE or FILE patterns such as "
+                     "'pkg/cache.py:*'")
     _ensure_tracing(parser, options.nframe)
-    check = leaks.LeakCheck(warmup=options.warmup, rounds=options.rounds,
-                            extend=options.extend,
-                            ignore=options.ignore,
-                            threshold=options.threshold,
-                            min_rounds=options.min_rounds, title=target,
-                            keep_snapshots=bool(options.html),
-                            retention=options.retention)
+    try:
+        check = leaks.LeakCheck(warmup=options.warmup, rounds=options.rounds,
+                                extend=options.extend,
+                                ignore=options.ignore,
+                                threshold=options.threshold,
+                                min_rounds=options.min_rounds, title=target,
+                                keep_snapshots=bool(options.html),
+                                retention=options.retention)
+    except (TypeError, ValueError) as exc:
+        # An option that the checker refuses (an empty --ignore pattern):
+        # a usage error, exit 2, not a traceback and the status of a leak.
+        parser.error(str(exc))
     # The report goes where stderr was, even if the target replaces it.
     report_file = sys.stderr
     progress = None
@@ -986,6 +1030,9 @@ def command_leaks(argv):
                              report_file, PROGRESS_DELAY)
         progress.planned = lambda: check.planned_rounds
         func = _round_counter(func, progress)
+    # With --json, standard output is the report's alone: what the target
+    # prints (from Python or C) goes to standard error while it runs.
+    json_output = _StdoutToStderr() if options.json else None
     try:
         report = check.run(func)
     except BaseException as exc:
@@ -1007,6 +1054,8 @@ def command_leaks(argv):
     finally:
         if progress is not None:
             progress.stop()
+        if json_output is not None:
+            json_output.restore()
     print(report.format(limit=options.limit), file=report_file, flush=True)
     if options.json:
         import json
