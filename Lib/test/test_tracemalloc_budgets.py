@@ -254,6 +254,43 @@ class UnittestBudgetTests(unittest.TestCase):
         self.assertEqual([t.id().rsplit(".", 1)[1]
                           for t, _ in result.failures], ["test_a"])
 
+    def test_async_methods(self):
+        # Issue 31 review (s38), finding F2: on an async test method of an
+        # IsolatedAsyncioTestCase (decorated, or its class), the body runs
+        # on the test's loop and its peak is judged.
+        ran = []
+
+        class Method(unittest.IsolatedAsyncioTestCase):
+            @testing.memory_limit("1 MB")
+            async def test_over(self):
+                ran.append("method")
+                data = bytearray(3_000_000)
+                del data
+
+            @testing.memory_limit("20 MB")
+            async def test_under(self):
+                ran.append("under")
+                data = bytearray(3_000_000)
+                del data
+
+        @testing.memory_limit("1 MB")
+        class Class(unittest.IsolatedAsyncioTestCase):
+            async def test_over(self):
+                ran.append("class")
+                data = bytearray(3_000_000)
+                del data
+
+        for case in (Method, Class):
+            with self.subTest(case=case.__name__):
+                result = self.run_case(case)
+                self.assertFalse(result.errors)
+                self.assertEqual([t.id().rsplit(".", 1)[1]
+                                  for t, _ in result.failures], ["test_over"])
+                self.assertRegex(result.failures[0][1],
+                                 r"over its limit of \S+ \S+ "
+                                 r"\(1,000,000 B\)")
+        self.assertEqual(sorted(ran), ["class", "method", "under"])
+
     def test_bad_sizes(self):
         for size in ("24 XB", -1, "-1MB", None, 1.5, "inf"):
             with self.subTest(size=size):

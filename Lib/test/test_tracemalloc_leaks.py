@@ -32,10 +32,15 @@ LIB_DIRECTORY = os.path.dirname(PACKAGE_DIRECTORY)
 
 def corpus_module(name):
     """Import the corpus module *name*; one that draws random numbers
-    starts again from its first seed (see the corpus)."""
+    starts again from its first seed (see the corpus), one with a reset()
+    from its first state: a check that starts tracing does not trace what
+    an earlier one left (the entries of a full cache, which it would see
+    replaced by traced ones)."""
     if name == "leak_c_domain":
         import_helper.import_module("_testcapi")
     module = importlib.import_module(f"{corpus.__name__}.{name}")
+    if hasattr(module, "reset"):
+        module.reset()
     if hasattr(module, "seed"):
         module.seed(module.SEEDS[0])
     return module
@@ -182,6 +187,31 @@ class LeakCheckAPITest(unittest.TestCase):
                          "self.kept.append(bytes(1000))")
         self.assertIn("Traceback (most recent call first):", lines[3])
         self.assertEqual(str(report), text)
+
+    def test_min_rounds_every_round_when_extended(self):
+        # Issue 31 review (s38), finding F5: min_rounds=rounds means every
+        # measured round, when the check added rounds too.
+        calls = [0]
+
+        def every_other_call():
+            calls[0] += 1
+            if calls[0] % 2:
+                self.kept.append(bytes(500))
+
+        report = leaks.check(every_other_call, rounds=4, min_rounds=4,
+                             retention=False)
+        self.assertEqual(report.rounds, 4 + leaks.DEFAULT_EXTEND)
+        self.assertFalse(report, report.format())
+        self.assertEqual(report.min_rounds, report.rounds)
+        report = leaks.check(self.leak, rounds=4, min_rounds=4,
+                             retention=False)
+        self.assertTrue(report)
+        self.assertEqual(report.sites[0].rounds_grown, report.rounds)
+        # 3 of 4 rounds: 9 of the 12.
+        report = leaks.check(self.leak, rounds=4, min_rounds=3, extend=8,
+                             retention=False)
+        self.assertEqual(report.min_rounds, 9)
+        self.assertTrue(report)
 
     def test_clean(self):
         report = leaks.check(lambda: [bytes(1000) for _ in range(10)])
@@ -570,6 +600,36 @@ class AdaptiveRoundsTest(unittest.TestCase):
         self.assertTrue(_still_rising([0, 0, 1] * 4))
         # The slow cache: 4 4 5 5 6 7 8 8 8 ... blocks, from the base.
         self.assertFalse(_still_rising([0, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0]))
+
+    def test_rule_blocks_stop(self):
+        # Issue 31 review (s38), finding F1: a full lru_cache(maxsize=8)
+        # fed a new key per call: its dict is rebuilt once at a bigger
+        # size in the last third (+280 B), its blocks stopped rising.
+        from tracemalloc._leakcore import _still_rising, _stopped
+        sizes = [56, 56, 56, 56, 184, 56, 56, 0, 0, 280, 0, 0]
+        counts = [1] * 7 + [0] * 5
+        self.assertTrue(_still_rising(sizes))
+        self.assertFalse(_still_rising(sizes, counts))
+        # Its strings, a byte longer once the keys gain a digit.
+        self.assertFalse(_still_rising([51] * 7 + [0, 0, 1, 1, 1], counts))
+        # A FIFO of 11 entries: full in the 10th measured round.
+        counts = [1] * 10 + [0, 0]
+        self.assertTrue(_stopped(counts))
+        self.assertFalse(_still_rising([133] * 9 + [413, 0, 0], counts))
+        # ... not one of 12, whose blocks grew one round before the end.
+        self.assertFalse(_stopped([1] * 11 + [0]))
+        # A leak every call, every other call, every third call (in each
+        # phase) has not stopped, and a buffer that keeps as many blocks
+        # is judged by its bytes.
+        for period in (1, 2, 3):
+            for phase in range(period):
+                counts = [int((index + phase) % period == 0)
+                          for index in range(12)]
+                with self.subTest(period=period, phase=phase):
+                    self.assertFalse(_stopped(counts))
+                    self.assertTrue(_still_rising(
+                        [1000 * count for count in counts], counts))
+        self.assertTrue(_still_rising([8] * 12, [0] * 12))
 
     def test_many_new_call_contexts_per_round(self):
         # A round that makes thousands of new call contexts: the check's

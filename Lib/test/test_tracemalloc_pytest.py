@@ -501,6 +501,39 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
                          ("leaky.txt", marked_line(path, "# LEAK")))
         self.assertEqual(self.summary(output)["checked"], 2)
 
+    def test_doctest_site_ignored_and_reported_where_shown(self):
+        # Issue 31 review (s38), finding F6: the JSON report names a
+        # doctest's site as the failure message does (its file and line),
+        # and --tracemalloc-ignore matches that location.
+        import json
+        path = self.write("leaky.txt", """\
+            >>> import sys
+            >>> kept = sys.modules.setdefault("_leaky_txt_kept", [])
+            >>> kept.append(bytearray(2500))  # LEAK
+            """)
+        lineno = marked_line(path, "# LEAK")
+        report = os.path.join(os.path.dirname(path), "report.json")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--doctest-glob=*.txt",
+            f"--tracemalloc-report={report}", "leaky.txt")
+        self.assertEqual(returncode, 1, output)
+        with open(report, encoding="utf-8") as file:
+            data = json.load(file)
+        site = data["tests"][0]["report"]["sites"][0]
+        self.assertEqual((os.path.basename(site["filename"]), site["lineno"]),
+                         ("leaky.txt", lineno))
+        # Its traceback, most recent frame first, names it the same way.
+        frame = site["traceback"][0]
+        self.assertEqual((os.path.basename(frame[0]), frame[1]),
+                         ("leaky.txt", lineno))
+        for pattern in (f"leaky.txt:{lineno}", "leaky.txt:*", "leaky.txt"):
+            with self.subTest(pattern=pattern):
+                returncode, output = self.run_pytest(
+                    "--tracemalloc-leaks", "--doctest-glob=*.txt",
+                    "--tracemalloc-ignore", pattern, "leaky.txt")
+                self.assertEqual(returncode, 0, output)
+                self.assertIn("1 leaking site ignored", output)
+
     def test_module_marker_and_exemption(self):
         self.write("test_marked.py", """\
             import pytest

@@ -531,6 +531,18 @@ class OptionValidationTest(Harness, unittest.TestCase):
     def test_nframe_too_large(self):
         self.assert_usage_error("--tracemalloc-nframe", "70000")
 
+    def test_counts_and_ignore(self):
+        # Issue 31 review (s38), finding F8: a bad count or an empty
+        # pattern is a usage error naming the option, not every test
+        # erroring at setup, blamed on a marker.
+        for option, value in (("--tracemalloc-rounds", "0"),
+                              ("--tracemalloc-rounds", "x"),
+                              ("--tracemalloc-warmup", "-1"),
+                              ("--tracemalloc-extend", "-1"),
+                              ("--tracemalloc-ignore", "")):
+            with self.subTest(option=option, value=value):
+                self.assert_usage_error(option, value)
+
     def test_marker_nframe_zero(self):
         self.write("test_marker.py", BAD_NFRAME_MARKER_TESTS)
         returncode, output = self.run_case(False, "-rE", "test_marker.py")

@@ -476,7 +476,17 @@ def _not_given_back(sizes, counts, leaking):
     return blocks <= 0 or 2 * sum(counts) > blocks
 
 
-def _leak_sites(sites, tracebacks, leaks, biggest, directories):
+def _blocks_stopped(sizes, counts):
+    """Whether a site whose blocks keep rising (rules 1 to 3, with no
+    threshold) stopped adding them by the end of the rounds: no longer
+    rising in the last third, or _stopped()."""
+    if not _keeps_rising(counts, 0):
+        return False
+    return not _still_rising(counts) or _stopped(counts)
+
+
+def _leak_sites(sites, tracebacks, leaks, biggest, directories,
+                site_stopped=None):
     """The LeakSites of a report, largest first.
 
     *sites* and *tracebacks* map a site, and a (domain, frames) key, to its
@@ -484,8 +494,11 @@ def _leak_sites(sites, tracebacks, leaks, biggest, directories):
     *leaks*(sizes, counts) says so (its traceback: *biggest*(site)), or
     through its tracebacks that leak by themselves, when the site does not
     give that growth back (a site whose total is masked by a bounded
-    buffer sharing its line).  The checker's frames are stripped
-    (strip_tool_frames(), with *directories*)."""
+    buffer sharing its line), unless *site_stopped*(sizes, counts) says
+    that the site itself stopped growing (a full cache whose entries,
+    made through one traceback, are replaced through another).  The
+    checker's frames are stripped (strip_tool_frames(), with
+    *directories*)."""
     leaking_tracebacks = {}
     for key, (sizes, counts) in tracebacks.items():
         if leaks(sizes, counts):
@@ -496,7 +509,8 @@ def _leak_sites(sites, tracebacks, leaks, biggest, directories):
         leaking = leaking_tracebacks.get(tuple(site))
         if leaks(sizes, counts):
             domain, frames = biggest(site)
-        elif leaking and _not_given_back(sizes, counts, leaking):
+        elif (leaking and _not_given_back(sizes, counts, leaking)
+                and not (site_stopped and site_stopped(sizes, counts))):
             # The site leaks through these tracebacks: report their
             # growth, with the one that grew most.
             sizes = [sum(column) for column
@@ -677,11 +691,37 @@ class Recorder:
         return best
 
 
-def _still_rising(sizes):
+def _stopped(counts):
+    """Whether the blocks that *counts* add per round stopped being added:
+    the rounds after the last one that added blocks are 2 or more, and
+    more than the longest run of rounds without growth between two that
+    grew.  A cache that fills one entry per call and is then full grew in
+    every round, then in none; a leak every *k*-th call never goes more
+    than *k* - 1 rounds without growth, at the end as before."""
+    grew = [index for index, count in enumerate(counts) if count > 0]
+    if not grew:
+        return True
+    tail = len(counts) - 1 - grew[-1]
+    gaps = [later - earlier - 1 for earlier, later in zip(grew, grew[1:])]
+    return tail >= 2 and tail > max(gaps, default=0)
+
+
+def _still_rising(sizes, counts=None):
     """Whether the level that *sizes* build still rose in the last third
     of the rounds: its highest level there is above every level before.
     A bounded cache that fills more slowly than the warm-up rises at
-    first and then stays flat; a leak goes on rising."""
+    first and then stays flat; a leak goes on rising.
+
+    When the site's number of blocks, *counts*, keeps rising (rules 1 to
+    3, with no threshold), its blocks must still rise in the last third
+    too, and must not have stopped (_stopped()): a site that leaks blocks
+    goes on adding them, while a bounded cache that is full holds as many
+    blocks as before, even when its bytes still rise once (its dict
+    rebuilt at a bigger size once the dummy slots that its evictions
+    leave fill the table) or by a few bytes (its new entries' keys one
+    digit longer)."""
+    if counts is not None and _blocks_stopped(sizes, counts):
+        return False
     levels = [0]
     for size in sizes:
         levels.append(levels[-1] + size)
@@ -846,14 +886,15 @@ class LiveRecorder:
 
         def leaks(sizes, counts):
             return (is_leak(sizes, counts, threshold, min_rounds)
-                    and (not confirm or _still_rising(sizes)))
+                    and (not confirm or _still_rising(sizes, counts)))
 
         def biggest(site):
             return max((key for key in tracebacks
                         if _site_of(key[1]) == site),
                        key=lambda key: sum(tracebacks[key][0]))
 
-        result = _leak_sites(sites, tracebacks, leaks, biggest, directories)
+        result = _leak_sites(sites, tracebacks, leaks, biggest, directories,
+                             _blocks_stopped if confirm else None)
         return LeakReport(result, warmup=warmup, rounds=rounds,
                           threshold=threshold, min_rounds=min_rounds,
                           traceback_limit=traceback_limit,

@@ -406,10 +406,29 @@ class LeakCheck:
             gc.freeze()
             self._froze = True
 
+    # (filename, lineno) -> the location that ignore patterns match: the
+    # one the report shows (the pytest plugin names a doctest's example
+    # by its file and line).
+    _locate = None
+
+    def _ignored(self, filename, lineno):
+        if self._locate is not None:
+            filename, lineno = self._locate(filename, lineno)
+        return _leakcore.ignore_pattern(filename, lineno, self.ignore)
+
     def _suspects(self, recorder):
         return [site for site in recorder.suspects(self.threshold)
-                if _leakcore.ignore_pattern(site[0], site[1], self.ignore)
-                is None]
+                if self._ignored(site[0], site[1]) is None]
+
+    def _measured_min_rounds(self):
+        """min_rounds over the rounds measured: when the check added
+        rounds, min_rounds scales with them (rounded up), so that
+        min_rounds=rounds still means every measured round.  The
+        default, 1, stays 1."""
+        measured = self._recorder.measured
+        if self.min_rounds <= 1 or measured <= self.rounds:
+            return self.min_rounds
+        return min(measured, -(-self.min_rounds * measured // self.rounds))
 
     def _stop_tracing(self):
         if getattr(self, '_froze', False):
@@ -422,7 +441,7 @@ class LeakCheck:
     def _finish(self):
         self._guard.check()
         options = dict(warmup=self.warmup, threshold=self.threshold,
-                       min_rounds=self.min_rounds,
+                       min_rounds=self._measured_min_rounds(),
                        traceback_limit=tracemalloc.get_traceback_limit(),
                        title=self.title)
         if isinstance(self._recorder, _leakcore.LiveRecorder):
@@ -432,8 +451,7 @@ class LeakCheck:
         if self.ignore:
             kept = []
             for site in report.sites:
-                pattern = _leakcore.ignore_pattern(site.filename,
-                                                   site.lineno, self.ignore)
+                pattern = self._ignored(site.filename, site.lineno)
                 if pattern is None:
                     kept.append(site)
                 else:

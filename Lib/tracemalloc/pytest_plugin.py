@@ -125,6 +125,35 @@ def _nframe(text):
     return value
 
 
+def _count(minimum):
+    """The type of a count option: an int of at least *minimum*, or a
+    usage error naming the option (not every test erroring at setup)."""
+    import argparse
+
+    def count(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer of at least {minimum}, not {text!r}")
+        return value
+    count.__name__ = f"count>={minimum}"
+    return count
+
+
+def _pattern(text):
+    """An ignore pattern: a non-empty fnmatch pattern of FILE:LINE or
+    FILE."""
+    import argparse
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "must be a non-empty fnmatch pattern of FILE:LINE or FILE, "
+            "such as 'pkg/cache.py:*'")
+    return text
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("tracemalloc",
                             "memory leak checks (tracemalloc.leaks)")
@@ -134,15 +163,15 @@ def pytest_addoption(parser):
              f"run it in rounds with fresh function-scoped fixtures, and "
              f"fail it when the memory allocated at some line keeps rising")
     group.addoption(
-        "--tracemalloc-warmup", type=int, default=None, metavar="W",
+        "--tracemalloc-warmup", type=_count(0), default=None, metavar="W",
         help=f"warm-up rounds of a leak check (default: "
              f"{leaks.DEFAULT_WARMUP})")
     group.addoption(
-        "--tracemalloc-rounds", type=int, default=None, metavar="R",
+        "--tracemalloc-rounds", type=_count(1), default=None, metavar="R",
         help=f"measured rounds of a leak check (default: "
              f"{leaks.DEFAULT_ROUNDS})")
     group.addoption(
-        "--tracemalloc-extend", type=int, default=None, metavar="E",
+        "--tracemalloc-extend", type=_count(0), default=None, metavar="E",
         help=f"rounds added to a leak check when some site looks like a "
              f"leak after the measured rounds, to confirm it; 0: none "
              f"(default: {leaks.DEFAULT_EXTEND})")
@@ -165,7 +194,7 @@ def pytest_addoption(parser):
              f"most a few tests per site; 0: no limit (default: "
              f"{MAX_REPORTS})")
     group.addoption(
-        "--tracemalloc-ignore", action="append", default=[],
+        "--tracemalloc-ignore", action="append", default=[], type=_pattern,
         metavar="PATTERN",
         help="leave out the leaking sites that match PATTERN, an fnmatch "
              "pattern of FILE:LINE or FILE ('pkg/cache.py:*'); repeatable, "
@@ -575,6 +604,9 @@ def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
     check = leaks.LeakCheck(**options)
+    # Ignore patterns match the location that the report shows (a
+    # doctest's example by its file and line).
+    check._locate = functools.partial(_located, item)
     state = _RoundState(item)
     caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
@@ -638,7 +670,7 @@ def _run_checked(item, nextitem, options):
                                      in report.ignored)
     if item.config.getoption("tracemalloc_report", None):
         import json
-        extra["report"] = json.dumps(report.as_dict())
+        extra["report"] = json.dumps(_report_dict(item, report))
     if not report:
         verdict = _verdict("checked", runs=str(total), **extra)
     else:
@@ -804,6 +836,32 @@ def _doctest_location(item, filename, lineno):
         return None
     example = dtest.examples[index]
     return dtest.filename, dtest.lineno + example.lineno + lineno
+
+
+def _located(item, filename, lineno):
+    """(filename, lineno) as the report shows it: a doctest example's by
+    its file and line."""
+    return _doctest_location(item, filename, lineno) or (filename, lineno)
+
+
+def _site_dict(item, site):
+    """site.as_dict(), with the locations that the failure message and
+    junitxml show (a doctest example's file and line)."""
+    data = site.as_dict()
+    data["filename"], data["lineno"] = _located(item, site.filename,
+                                                site.lineno)
+    data["traceback"] = [list(_located(item, filename, lineno))
+                         for filename, lineno in data["traceback"]]
+    return data
+
+
+def _report_dict(item, report):
+    """report.as_dict() with each site where the report shows it."""
+    data = report.as_dict()
+    data["sites"] = [_site_dict(item, site) for site in report.sites]
+    data["ignored"] = [dict(_site_dict(item, site), pattern=pattern)
+                       for pattern, site in report.ignored]
+    return data
 
 
 def _display_frames(item, traceback):

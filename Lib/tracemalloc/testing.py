@@ -508,26 +508,43 @@ def memory_limit(limit):
                     setattr(target, name, decorate(vars(target)[name]))
             return target
 
+        def fail_over(measure, args):
+            if not measure.over:
+                return
+            test_case = args[0] if args else None
+            title = (test_case.id()
+                     if isinstance(test_case, unittest.TestCase)
+                     else getattr(target, '__qualname__', '?'))
+            roots = [os.path.dirname(unittest.__file__)]
+            message = measure.format(
+                title, skip_frame=_budget.harness_skipper(roots))
+            measure.snapshot = None
+            exception = (test_case.failureException
+                         if isinstance(test_case, unittest.TestCase)
+                         else AssertionError)
+            error = exception(message)
+            error.peak = measure.peak
+            raise error
+
+        if inspect.iscoroutinefunction(target):
+            # An async test method (IsolatedAsyncioTestCase): the wrapper
+            # is a coroutine function too, so that unittest awaits it on
+            # the test's loop; the budget covers the whole await.
+            @functools.wraps(target)
+            async def limited(*args, **kwargs):
+                measure = _budget.Measure(size)
+                with measure:
+                    result = await target(*args, **kwargs)
+                fail_over(measure, args)
+                return result
+            return limited
+
         @functools.wraps(target)
         def limited(*args, **kwargs):
-            test_case = args[0] if args else None
             measure = _budget.Measure(size)
             with measure:
                 result = target(*args, **kwargs)
-            if measure.over:
-                title = (test_case.id()
-                         if isinstance(test_case, unittest.TestCase)
-                         else getattr(target, '__qualname__', '?'))
-                roots = [os.path.dirname(unittest.__file__)]
-                message = measure.format(
-                    title, skip_frame=_budget.harness_skipper(roots))
-                measure.snapshot = None
-                exception = (test_case.failureException
-                             if isinstance(test_case, unittest.TestCase)
-                             else AssertionError)
-                error = exception(message)
-                error.peak = measure.peak
-                raise error
+            fail_over(measure, args)
             return result
         return limited
     return decorate

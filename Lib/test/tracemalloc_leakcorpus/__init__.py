@@ -53,6 +53,9 @@ CLEAN = [
     "clean_memory_handler",
     "clean_random_cache",
     "clean_slow_cache",
+    "clean_evicting_lru",
+    "clean_ordered_lru",
+    "clean_dict_fifo",
 ]
 
 C_CALLABLE_LEAKS = [
