@@ -1004,7 +1004,13 @@ class ReportedRetentionTests(unittest.TestCase):
         self.assertTrue(calls)
         self.assertEqual(report.sites[0].lineno, 4)
         self.assertIsNone(report.sites[0].retention)
-        self.assertNotIn("held by:", report.format())
+        # Issue 30 review (s38), f14: said, not hidden.
+        self.assertEqual(report.sites[0].retention_error,
+                         "RuntimeError: search failed")
+        self.assertIn("held by: unknown: the search failed (RuntimeError: "
+                      "search failed)", report.format())
+        self.assertEqual(report.sites[0].as_dict()["retention_error"],
+                         "RuntimeError: search failed")
 
     def test_cli(self):
         import subprocess

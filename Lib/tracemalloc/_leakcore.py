@@ -938,11 +938,13 @@ class LeakSite:
     not searched for (LeakCheck(retention=False), a site of another domain
     than 0) or the search failed.  The objects are all those alive that
     were allocated at the site's line, the warm-up rounds' included.
+    *retention_error* says why the search failed ("TypeError: ..."), else
+    None: the report then says so under the site instead of a chain.
     """
 
     __module__ = 'tracemalloc.leaks'
     __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
-                 'domain', 'retention')
+                 'domain', 'retention', 'retention_error')
 
     def __init__(self, filename, lineno, sizes, counts, traceback, domain=0,
                  retention=None):
@@ -953,6 +955,7 @@ class LeakSite:
         self.traceback = traceback
         self.domain = domain
         self.retention = retention
+        self.retention_error = None
 
     @property
     def size(self):
@@ -988,6 +991,7 @@ class LeakSite:
                           for frame in reversed(self.traceback)],
             "retention": (None if self.retention is None
                           else self.retention.as_dict()),
+            "retention_error": self.retention_error,
         }
 
     def format(self, frames=None, chains=None):
@@ -1042,8 +1046,14 @@ class LeakSite:
         """The "held by:" lines of the site's *retention* (at most
         *chains* chains; None: all): none when it has no retention."""
         retention = self.retention
-        if retention is None or chains == 0:
+        if chains == 0:
             return []
+        if retention is None:
+            if self.retention_error is None:
+                return []
+            # Said, not hidden: the verdict stands, the chain is unknown.
+            return [f"  held by: unknown: the search failed "
+                    f"({self.retention_error})"]
         lines = []
         shown = retention.chains if chains is None \
             else retention.chains[:chains]

@@ -489,8 +489,12 @@ def _find_retention(sites):
             try:
                 site.retention = retention.site_retention(
                     site, max_chains=RETENTION_CHAINS)
-            except Exception:
+            except Exception as exc:
+                # The verdict stands; the report says that the chain is
+                # unknown and why (LeakSite.retention_error).
                 site.retention = None
+                site.retention_error = (f"{type(exc).__name__}: "
+                                        f"{exc}")[:200]
     finally:
         if collecting:
             gc.enable()
