@@ -703,10 +703,13 @@ export_ex(int which, int threads, int as_columns)
     /* The export's own objects are not the user's memory. */
     _PyTraceMalloc_SuspendThread();
     int gc_was_enabled = PyGC_Disable();
-    if (which == EXPORT_ALLOCATED) {
+    if (which != EXPORT_LIVE) {
+        /* Totals per (domain, call path): at the peak, or allocated. */
         _PyTraceMalloc_PeakGroup *groups;
         size_t ngroups;
-        int res = _PyTraceMalloc_AllocCopy(&groups, &ngroups, &view);
+        int res = which == EXPORT_ALLOCATED
+                  ? _PyTraceMalloc_AllocCopy(&groups, &ngroups, &view)
+                  : _PyTraceMalloc_PeakCopy(&groups, &ngroups, &view);
         if (res == -2) {
             PyErr_SetString(PyExc_RuntimeError,
                             "tracemalloc keeps allocation totals only when "
@@ -716,18 +719,9 @@ export_ex(int which, int threads, int as_columns)
             PyErr_NoMemory();
         }
         else {
-            result = build_alloc_columns(groups, ngroups, &view, threads);
-            free(groups);
-        }
-    }
-    else if (which == EXPORT_PEAK) {
-        _PyTraceMalloc_PeakGroup *groups;
-        size_t ngroups;
-        if (_PyTraceMalloc_PeakCopy(&groups, &ngroups, &view) < 0) {
-            PyErr_NoMemory();
-        }
-        else {
-            result = as_columns
+            result = which == EXPORT_ALLOCATED
+                ? build_alloc_columns(groups, ngroups, &view, threads)
+                : as_columns
                 ? build_peak_columns(groups, ngroups, &view, threads)
                 : build_peak_traces(groups, ngroups, &view, threads);
             free(groups);

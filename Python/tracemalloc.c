@@ -101,30 +101,13 @@ int
 _PyTraceMalloc_ReadSampleOption(const PyConfig *config, const char **error)
 {
     static char message[200];
-    const char *option = NULL, *text = NULL;
+    const char *option;
     char buffer[64];
     startup_sample = 0;
-    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
-        const wchar_t *x = config->xoptions.items[i];
-        const wchar_t *prefix = L"tracemalloc_sample";
-        size_t n = wcslen(prefix);
-        if (wcsncmp(x, prefix, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
-            option = "-X tracemalloc_sample";
-            if (x[n] == 0 || wcstombs(buffer, x + n + 1, sizeof(buffer))
-                                 >= sizeof(buffer)) {
-                buffer[0] = 0;      /* reported as a bad value below */
-            }
-            text = buffer;
-        }
-    }
-    if (option == NULL && config->use_environment) {
-        const char *env = getenv("PYTHONTRACEMALLOCSAMPLE");
-        if (env != NULL && env[0] != 0) {
-            option = "PYTHONTRACEMALLOCSAMPLE";
-            text = env;
-        }
-    }
-    if (option == NULL) {
+    const char *text = startup_option(
+        config, L"tracemalloc_sample", "-X tracemalloc_sample",
+        "PYTHONTRACEMALLOCSAMPLE", buffer, sizeof(buffer), &option);
+    if (text == NULL) {
         return 0;
     }
     const char *why;

@@ -19,6 +19,34 @@
 
 static int dumpover_pending_call(void *arg);
 
+/* Call tracemalloc._dumpover.NAME(*ARGS) (a new reference, NULL when it
+   could not be made), in the main thread with the GIL: a failure is
+   printed as unraisable, WHERE saying whose, never raised into the code
+   that the pending call interrupted. */
+static void
+dumpover_call(const char *name, PyObject *args, const char *where)
+{
+    PyObject *result = NULL;
+    if (args != NULL) {
+        PyObject *module = PyImport_ImportModule("tracemalloc._dumpover");
+        if (module != NULL) {
+            PyObject *function = PyObject_GetAttrString(module, name);
+            if (function != NULL) {
+                result = PyObject_Call(function, args, NULL);
+                Py_DECREF(function);
+            }
+            Py_DECREF(module);
+        }
+        Py_DECREF(args);
+    }
+    if (result == NULL) {
+        PyObject *text = PyUnicode_FromString(where);
+        PyErr_WriteUnraisable(text);
+        Py_XDECREF(text);
+    }
+    Py_XDECREF(result);
+}
+
 /* Traced memory reached tm.dumpover.next: under the engine lock. */
 Py_NO_INLINE static void
 dumpover_crossed(void)
@@ -58,22 +86,11 @@ dumpover_pending_call(void *Py_UNUSED(arg))
     if (threshold == 0) {
         return 0;       /* the threshold was changed meanwhile */
     }
-    PyObject *module = PyImport_ImportModule("tracemalloc._dumpover");
-    PyObject *result = NULL;
-    if (module != NULL) {
-        result = PyObject_CallMethod(
-            module, "_dump_over", "KKK", (unsigned long long)crossed,
-            (unsigned long long)threshold,
-            (unsigned long long)(next == UINT64_MAX ? 0 : next));
-        Py_DECREF(module);
-    }
-    if (result == NULL) {
-        PyObject *where = PyUnicode_FromString(
-            "tracemalloc's dump over its threshold");
-        PyErr_WriteUnraisable(where);
-        Py_XDECREF(where);
-    }
-    Py_XDECREF(result);
+    PyObject *args = Py_BuildValue(
+        "KKK", (unsigned long long)crossed, (unsigned long long)threshold,
+        (unsigned long long)(next == UINT64_MAX ? 0 : next));
+    dumpover_call("_dump_over", args,
+                  "tracemalloc's dump over its threshold");
     return 0;
 }
 
@@ -82,19 +99,8 @@ dumpover_pending_call(void *Py_UNUSED(arg))
 static int
 memory_error_pending_call(void *Py_UNUSED(arg))
 {
-    PyObject *module = PyImport_ImportModule("tracemalloc._dumpover");
-    PyObject *result = NULL;
-    if (module != NULL) {
-        result = PyObject_CallMethod(module, "_dump_memory_error", NULL);
-        Py_DECREF(module);
-    }
-    if (result == NULL) {
-        PyObject *where = PyUnicode_FromString(
-            "tracemalloc's dump on a MemoryError");
-        PyErr_WriteUnraisable(where);
-        Py_XDECREF(where);
-    }
-    Py_XDECREF(result);
+    dumpover_call("_dump_memory_error", PyTuple_New(0),
+                  "tracemalloc's dump on a MemoryError");
     return 0;
 }
 

@@ -341,44 +341,48 @@ totals_copy_unlocked(int which, _PyTraceMalloc_PeakGroup **groups,
     return 0;
 }
 
-/* The totals at the peak: every (domain, node) with blocks then, with the
-   view pinned, in one locked section. */
+/* The WHICH totals (TOTALS_PEAK or TOTALS_ALLOC) of every (domain, node)
+   that has some, with the view pinned, in one locked section: -1 when out
+   of memory, -2 for the allocation totals when tracing did not start with
+   allocations=True (the totals of dropped call paths are lost). */
+static int
+groups_copy(int which, _PyTraceMalloc_PeakGroup **groups, size_t *count,
+            _PyTraceMalloc_CCTView *view)
+{
+    int side = engine_lock();
+    int res = 0;
+    size_t first_other;
+    if (which == TOTALS_ALLOC && !tm.peak.allocations) {
+        res = -2;
+    }
+    else {
+        if (which == TOTALS_PEAK) {
+            peak_before_decrease();
+        }
+        res = totals_copy_unlocked(which, groups, count, &first_other);
+        if (res == 0) {
+            _PyTraceMalloc_CCTPin_unlocked(view);
+        }
+    }
+    engine_leave(side);
+    return res;
+}
+
+/* The totals at the peak: every (domain, node) with blocks then. */
 int
 _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
                         _PyTraceMalloc_CCTView *view)
 {
-    int side = engine_lock();
-    peak_before_decrease();
-    size_t first_other;
-    if (totals_copy_unlocked(TOTALS_PEAK, groups, count, &first_other) < 0) {
-        engine_leave(side);
-        return -1;
-    }
-    _PyTraceMalloc_CCTPin_unlocked(view);
-    engine_leave(side);
-    return 0;
+    return groups_copy(TOTALS_PEAK, groups, count, view);
 }
 
 /* What was allocated since start() or clear_traces(), freed or not, by
-   (domain, node), with the view pinned: -2 when tracing did not start
-   with allocations=True (the totals of dropped call paths are lost). */
+   (domain, node). */
 int
 _PyTraceMalloc_AllocCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
                          _PyTraceMalloc_CCTView *view)
 {
-    int side = engine_lock();
-    if (!tm.peak.allocations) {
-        engine_leave(side);
-        return -2;
-    }
-    size_t first_other;
-    if (totals_copy_unlocked(TOTALS_ALLOC, groups, count, &first_other) < 0) {
-        engine_leave(side);
-        return -1;
-    }
-    _PyTraceMalloc_CCTPin_unlocked(view);
-    engine_leave(side);
-    return 0;
+    return groups_copy(TOTALS_ALLOC, groups, count, view);
 }
 
 /* A node was just made at ID: no trace names it yet. */

@@ -43,6 +43,41 @@ static struct {
     char option[200];           /* "OPTION=VALUE", for messages */
 } startup_signal;
 
+/* The value of -X NAME[=VALUE] (into BUFFER) or, unless -E, of the
+   environment variable ENV: NULL when neither is given; *OPTION names the
+   one found. */
+static const char *
+startup_option(const PyConfig *config, const wchar_t *name, const char *xname,
+               const char *env, char *buffer, size_t size,
+               const char **option)
+{
+    const char *text = NULL;
+    *option = NULL;
+    size_t n = wcslen(name);
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *x = config->xoptions.items[i];
+        if (wcsncmp(x, name, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
+            *option = xname;
+            if (x[n] == 0) {
+                buffer[0] = 0;
+            }
+            else if (wcstombs(buffer, x + n + 1, size) >= size) {
+                buffer[0] = '?';    /* too long: a bad value */
+                buffer[1] = 0;
+            }
+            text = buffer;
+        }
+    }
+    if (text == NULL && config->use_environment) {
+        const char *value = getenv(env);
+        if (value != NULL && value[0] != 0) {
+            *option = env;
+            text = value;
+        }
+    }
+    return text;
+}
+
 /* The signals that the option may name (without "SIG"): those that a
    process can catch and that no one sends it by accident of its own
    execution (SIGSEGV, SIGFPE...), nor stop it for good (SIGKILL, SIGSTOP).
@@ -140,30 +175,13 @@ int
 _PyTraceMalloc_ReadSignalOption(const PyConfig *config, const char **error)
 {
     static char message[400];
-    const char *option = NULL, *text = NULL;
+    const char *option;
     char buffer[128];
     memset(&startup_signal, 0, sizeof(startup_signal));
-    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
-        const wchar_t *x = config->xoptions.items[i];
-        const wchar_t *prefix = L"tracemalloc_signal";
-        size_t n = wcslen(prefix);
-        if (wcsncmp(x, prefix, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
-            option = "-X tracemalloc_signal";
-            if (x[n] == 0 || wcstombs(buffer, x + n + 1, sizeof(buffer))
-                                 >= sizeof(buffer)) {
-                buffer[0] = 0;      /* reported as a bad value below */
-            }
-            text = buffer;
-        }
-    }
-    if (option == NULL && config->use_environment) {
-        const char *env = getenv("PYTHONTRACEMALLOCSIGNAL");
-        if (env != NULL && env[0] != 0) {
-            option = "PYTHONTRACEMALLOCSIGNAL";
-            text = env;
-        }
-    }
-    if (option == NULL) {
+    const char *text = startup_option(
+        config, L"tracemalloc_signal", "-X tracemalloc_signal",
+        "PYTHONTRACEMALLOCSIGNAL", buffer, sizeof(buffer), &option);
+    if (text == NULL) {
         return 0;
     }
     PyOS_snprintf(startup_signal.option, sizeof(startup_signal.option),
@@ -219,41 +237,6 @@ static struct {
     char option[200];           /* "OPTION=VALUE" of the threshold */
     char memory_error_option[80];
 } startup_dumpover;
-
-/* The value of -X NAME[=VALUE] (into BUFFER) or, unless -E, of the
-   environment variable ENV: NULL when neither is given; *OPTION names the
-   one found. */
-static const char *
-startup_option(const PyConfig *config, const wchar_t *name, const char *xname,
-               const char *env, char *buffer, size_t size,
-               const char **option)
-{
-    const char *text = NULL;
-    *option = NULL;
-    size_t n = wcslen(name);
-    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
-        const wchar_t *x = config->xoptions.items[i];
-        if (wcsncmp(x, name, n) == 0 && (x[n] == L'=' || x[n] == 0)) {
-            *option = xname;
-            if (x[n] == 0) {
-                buffer[0] = 0;
-            }
-            else if (wcstombs(buffer, x + n + 1, size) >= size) {
-                buffer[0] = '?';    /* too long: a bad value */
-                buffer[1] = 0;
-            }
-            text = buffer;
-        }
-    }
-    if (text == NULL && config->use_environment) {
-        const char *value = getenv(env);
-        if (value != NULL && value[0] != 0) {
-            *option = env;
-            text = value;
-        }
-    }
-    return text;
-}
 
 /* Read -X tracemalloc_dump_over=SIZE (PYTHONTRACEMALLOCDUMPOVER) and -X
    tracemalloc_dump_on_memory_error (PYTHONTRACEMALLOCDUMPONMEMORYERROR=1)
