@@ -12,13 +12,15 @@
 #                   verified tarball with the fork's configure/compiler
 #                   flags (cached, one build per base and flags)
 #   bench           full suite (time, memory, scaling, instructions,
-#                   longrun, snapshots); writes Tools/bench/RESULTS.md and
-#                   the README.md summary
+#                   longrun, snapshots, retention, allocations); writes
+#                   Tools/bench/RESULTS.md and the README.md summary
 #   bench-quick     a short subset of every suite; prints tables only
 #   bench-instructions  callgrind instruction counts per alloc+free pair
 #   bench-longrun   engine memory over changing call paths (issue 7)
 #   bench-snapshots snapshot API at 10^4..10^6 live traces
 #   bench-retention retention paths' search at 10^5 and 10^6 live objects
+#   bench-allocations  allocation profiles beside plain tracing (issue 33):
+#                   callgrind instructions and engine memory
 #   bench-results   regenerate RESULTS.md and the README summary from the
 #                   latest saved run (Tools/bench/results/latest-full.json)
 #
@@ -92,9 +94,10 @@ BENCH_RUN := $(BENCH_MK_DIR)/run.py
 BENCH_FORK_DEPS ?= $(if $(BENCH_STANDALONE),,build)
 
 .PHONY: bench bench-quick bench-pristine bench-results bench-pristine-path \
-	bench-instructions bench-longrun bench-snapshots bench-retention
+	bench-instructions bench-longrun bench-snapshots bench-retention \
+	bench-allocations
 
-BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots,retention
+BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots,retention,allocations
 
 bench-pristine: $(PRISTINE_STAMP)
 	@echo "PRISTINE_PYTHON = $(PRISTINE_PYTHON)"
@@ -149,7 +152,7 @@ bench-quick: $(BENCH_FORK_DEPS) bench-pristine
 
 # One suite alone (full size; add BENCH_ARGS=--quick for the short one).
 # They save results/latest-custom.json (or -quick) and leave RESULTS.md alone.
-bench-instructions bench-longrun bench-snapshots bench-retention: bench-%: $(BENCH_FORK_DEPS) bench-pristine
+bench-instructions bench-longrun bench-snapshots bench-retention bench-allocations: bench-%: $(BENCH_FORK_DEPS) bench-pristine
 	$(BENCH_CHECK_FORK)
 	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
 	    --suites $* $(BENCH_ARGS)

@@ -747,6 +747,9 @@ def all_text_tables(data):
         out.append(retention.intro(data["retention"]))
         out.append(retention.table(data["retention"]["results"]))
         out.append("")
+    if "allocations" in data:
+        import allocations
+        out.append(allocations.markdown(data["allocations"]))
     if "scaling" in data:
         tables, _ = scaling_tables(data["scaling"])
         out.append("Scaling: ns per traced allocation, traced minus off (off column: absolute ns per iteration)")
@@ -889,6 +892,9 @@ def results_markdown(data):
         import retention
         lines += ["## Retention paths", "", retention.intro(data["retention"]),
                   "", retention.table(data["retention"]["results"]), ""]
+    if "allocations" in data:
+        import allocations
+        lines += ["## Allocation profiles", "", allocations.markdown(data["allocations"])]
     if "scaling" in data:
         s = data["scaling"]
         tables, _ = scaling_tables(s)

@@ -23,6 +23,14 @@ longrun  engine memory over rounds of changing call paths with constant
 snapshots
          take_snapshot/dump/load/statistics/compare_to at 10^4..10^6 live
          traces of 30-frame tracebacks (snapshots.py).
+retention
+         the retention paths' search at 10^5 and 10^6 live objects
+         (retention.py).
+allocations
+         allocation profiles (start(..., allocations=True)) beside plain
+         sampled and exact tracing: callgrind instructions of a subset of
+         the workloads, and engine memory over changing call paths
+         (allocations.py).
 
 Every run saves its raw data to results/latest-{full,quick}.json.  With
 ``--results`` it also writes RESULTS.md and the README.md summary (``make
@@ -56,7 +64,7 @@ SLOW_RATIO = 3.0
 
 # Every suite, in the order a run executes them.
 ALL_SUITES = ["time", "memory", "scaling", "instructions", "longrun", "snapshots",
-              "retention"]
+              "retention", "allocations"]
 
 
 def discover_workloads():
@@ -305,7 +313,8 @@ def main(argv=None):
     for key, module, func in (("instructions", "instructions", "run_instructions_suite"),
                               ("longrun", "longrun", "run_longrun_suite"),
                               ("snapshots", "snapshots", "run_snapshot_suite"),
-                              ("retention", "retention", "run_bench_suite")):
+                              ("retention", "retention", "run_bench_suite"),
+                              ("allocations", "allocations", "run_bench_suite")):
         if key in suites:
             progress = benchlib.Progress()
             suite = getattr(__import__(module), func)

@@ -21,6 +21,7 @@ import benchlib  # noqa: E402
 import instructions  # noqa: E402
 import report  # noqa: E402
 import workload_instructions as wi  # noqa: E402
+import allocations  # noqa: E402
 
 
 # Callgrind's format with name compression ("(id) name" once, "(id)" after),
@@ -314,6 +315,55 @@ class SampledReportTest(unittest.TestCase):
         self.assertEqual(row["exact: B/trace"], "9.0")
         # the sampled record does not replace exact mode's in its table
         self.assertEqual(report.memory_summary(m)[10 ** 6]["fork"]["per_trace"], 9.0)
+
+
+@unittest.skipUnless(hasattr(__import__("tracemalloc"), "is_tracing_allocations"),
+                     "this interpreter has no allocation profiles")
+class AllocationsSuiteTest(unittest.TestCase):
+    """allocations.py: its launcher starts tracing as asked and the runner
+    checks it; its report derives ratios from made-up counts."""
+
+    def launch(self, frames, sample, allocs):
+        script = os.path.join(BENCH, "workloads", "strings.py")
+        cmd = allocations.launch_cmd(sys.executable, frames, sample, allocs,
+                                     script, ["--scale", "0.01"])
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True,
+                             env=benchlib.child_env(), text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    def test_launcher(self):
+        data = self.launch(25, "512KiB", True)
+        self.assertIsNone(allocations._check(data, 25, "512KiB", True))
+        self.assertIsNotNone(allocations._check(data, 25, "512KiB", False))
+        data = self.launch(25, None, False)
+        self.assertIsNone(allocations._check(data, 25, None, False))
+        self.assertIsNotNone(allocations._check(data, 25, None, True))
+        self.assertIsNotNone(allocations._check(data, 25, "512KiB", False))
+        data = self.launch(0, None, False)
+        self.assertIsNone(allocations._check(data, 0, None, False))
+
+    def test_report(self):
+        counts = {"pristine off": 100, "fork off": 101, "fork sampled": 102,
+                  "fork sampled + allocations": 102, "fork N=25": 150,
+                  "fork N=25 + allocations": 165}
+        data = {"quick": True, "workloads": ["a", "b"], "scales": [0.05, 0.15],
+                "configs": [c[0] for c in allocations.CONFIGS], "frames": 25,
+                "sample": "512KiB", "instructions": {"a": counts, "b": {}},
+                "rounds": [10, 11], "errors": [],
+                "memory": {"fork N=25": [{"round": "start", "engine": 2 ** 20},
+                                         {"round": 10, "engine": 2 ** 21, "nodes": 7}]}}
+        header, rows = allocations.instruction_rows(data)
+        by = {r[0]: dict(zip(header, r)) for r in rows}
+        self.assertEqual(by["a"]["alloc. cost, N=25"], "1.100x")
+        self.assertEqual(by["b"]["alloc. cost, N=25"], "n/a")
+        self.assertEqual(by["geometric mean"]["fork off / pristine off"], "1.010x")
+        header, rows = allocations.memory_rows(data)
+        self.assertEqual(rows[1], ["exact_recursion(10)", "2,047", "2.00 MiB (7 nodes)"])
+        text = report.results_markdown({"kind": "custom", "meta": {
+            "date": "d", "commit": "c", "machine": {"cpu": "x", "cores": 2, "memory": "m",
+                                                    "system": "s", "kernel": "k"}},
+            "allocations": data})
+        self.assertIn("## Allocation profiles", text)
 
 
 if __name__ == "__main__":
