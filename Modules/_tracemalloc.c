@@ -299,19 +299,21 @@ peak_sampled_size(const _PyTraceMalloc_PeakGroup *g)
 
 /* A group's BLOCKS (its count in units of UNIT blocks: 1, or
    _PyTraceMalloc_SAMPLE_COUNT_UNIT for sampling mode's estimates), the
-   whole part A of their average size (at least 1), and the weight W2 of
-   the blocks of A + 1 bytes that make the bytes add up. */
+   whole part A of their average size (0 for 0-byte blocks), and the
+   weight W2 of the blocks of A + 1 bytes that make the bytes add up. */
 static void
 group_split(const _PyTraceMalloc_PeakGroup *g, double unit, double *blocks,
             double *a, double *w2)
 {
     *blocks = (double)g->count / unit;
     double bytes = (double)g->size;
-    *a = *blocks > 0 ? floor(bytes / *blocks) : 1;
-    if (*a < 1) {
-        *a = 1;
-    }
+    /* 0 for blocks of less than a byte on average (0-byte blocks are
+       traced too): the bytes then come from the W2 blocks of 1 byte. */
+    *a = *blocks > 0 ? floor(bytes / *blocks) : 0;
     *w2 = bytes - *a * *blocks;
+    if (*w2 < 0) {
+        *w2 = 0;        /* rounding of a huge group */
+    }
 }
 
 /* The peak's traces: each group's blocks get the average size of the
@@ -1913,6 +1915,34 @@ tracemalloc_get_dump_over(PyObject *module, PyObject *unused)
     return PyLong_FromUnsignedLongLong(_PyTraceMalloc_GetDumpOver());
 }
 
+PyDoc_STRVAR(tracemalloc_tracing_session__doc__,
+"_tracing_session($module, /)\n"
+"--\n"
+"\n"
+"A number that changes each time tracing starts (0 before the first\n"
+"start): the on-demand handler tells its own tracing from a restart by\n"
+"the program.  Private.");
+
+static PyObject *
+tracemalloc_tracing_session(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(_PyTraceMalloc_GetSession());
+}
+
+PyDoc_STRVAR(tracemalloc_startup_dump_pattern__doc__,
+"_startup_dump_pattern($module, /)\n"
+"--\n"
+"\n"
+"(pattern, option) of -X tracemalloc_dump or PYTHONTRACEMALLOCDUMP as the\n"
+"interpreter read them at startup, a relative pattern joined to the\n"
+"directory it started in; None when neither was given.  Private.");
+
+static PyObject *
+tracemalloc_startup_dump_pattern(PyObject *module, PyObject *unused)
+{
+    return _PyTraceMalloc_StartupDumpPattern();
+}
+
 static PyMethodDef module_methods[] = {
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
@@ -1926,6 +1956,10 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     {"_get_allocated", _PyCFunction_CAST(tracemalloc_get_allocated),
      METH_VARARGS | METH_KEYWORDS, tracemalloc_get_allocated__doc__},
+    {"_tracing_session", tracemalloc_tracing_session, METH_NOARGS,
+     tracemalloc_tracing_session__doc__},
+    {"_startup_dump_pattern", tracemalloc_startup_dump_pattern, METH_NOARGS,
+     tracemalloc_startup_dump_pattern__doc__},
     {"_set_dump_over", tracemalloc_set_dump_over, METH_O,
      tracemalloc_set_dump_over__doc__},
     {"_set_dump_on_memory_error", tracemalloc_set_dump_on_memory_error,

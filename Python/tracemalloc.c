@@ -89,6 +89,10 @@ engine_release_unlocked(void)
    at startup. */
 static uint64_t startup_sample;
 
+/* Each successful start: the on-demand handler's way to tell the tracing
+   that it started from a restart by the program. */
+static uint64_t tracing_sessions;
+
 int
 _PyTraceMalloc_Start(int max_nframe)
 {
@@ -209,7 +213,14 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit,
         return -1;
     }
     _Py_tracemalloc_config.initialized = TRACEMALLOC_INITIALIZED;
+    tracing_sessions++;
     return 0;
+}
+
+uint64_t
+_PyTraceMalloc_GetSession(void)
+{
+    return tracing_sessions;
 }
 
 int

@@ -258,6 +258,13 @@ _PyTraceMalloc_ReadDumpOverOption(const PyConfig *config, const char **error)
         const char *why;
         uint64_t size = _PyTraceMalloc_ParseSize(text, &why);
         if (why != NULL) {
+            /* The parser speaks of sampling intervals: this is a size. */
+            if (strstr(why, "at least 1 byte") != NULL) {
+                why = "the size must be at least 1 byte";
+            }
+            else if (strstr(why, "too large") != NULL) {
+                why = "the size is too large";
+            }
             PyOS_snprintf(message, sizeof(message), "%s: %s",
                           startup_dumpover.option, why);
             *error = message;
@@ -377,13 +384,69 @@ startup_failed(const char *option, const char *what)
    before the user's code.  An option that cannot be used (a pattern whose
    directory does not exist) stops the interpreter with a message naming
    it. */
+/* The directory the interpreter started in, when the dump pattern is
+   relative: "taken from the directory where the interpreter started",
+   for tracemalloc.dump_over() called later too. */
+static char startup_cwd[4096];
+
+static int
+startup_pattern_is_relative(const PyConfig *config)
+{
+    const char *option;
+    char buffer[8];
+    const char *text = startup_option(
+        config, L"tracemalloc_dump", "-X tracemalloc_dump",
+        "PYTHONTRACEMALLOCDUMP", buffer, sizeof(buffer), &option);
+    return text != NULL && text[0] != '/';
+}
+
+PyObject *
+_PyTraceMalloc_StartupDumpPattern(void)
+{
+    const char *option;
+    PyObject *pattern = startup_dump_pattern(_Py_GetConfig(), &option);
+    if (pattern == NULL || pattern == Py_None) {
+        return pattern;
+    }
+    if (startup_cwd[0] != 0 && PyUnicode_GET_LENGTH(pattern) > 0
+        && PyUnicode_READ_CHAR(pattern, 0) != '/') {
+        /* The directory's braces are text, not fields. */
+        PyObject *cwd = PyUnicode_DecodeFSDefault(startup_cwd);
+        PyObject *escaped = NULL, *half = NULL;
+        if (cwd != NULL) {
+            half = PyObject_CallMethod(cwd, "replace", "ss", "{", "{{");
+        }
+        if (half != NULL) {
+            escaped = PyObject_CallMethod(half, "replace", "ss", "}", "}}");
+        }
+        Py_XDECREF(cwd);
+        Py_XDECREF(half);
+        if (escaped == NULL) {
+            Py_DECREF(pattern);
+            return NULL;
+        }
+        Py_SETREF(pattern, PyUnicode_FromFormat("%U/%U", escaped, pattern));
+        Py_DECREF(escaped);
+        if (pattern == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *result = Py_BuildValue("(Os)", pattern, option);
+    Py_DECREF(pattern);
+    return result;
+}
+
 PyStatus
 _PyTraceMalloc_InstallStartupSignal(void)
 {
+    const PyConfig *config = _Py_GetConfig();
+    if (startup_pattern_is_relative(config)
+        && getcwd(startup_cwd, sizeof(startup_cwd)) == NULL) {
+        startup_cwd[0] = 0;     /* then the directory of the call */
+    }
     if (startup_signal.signum == 0 && !_PyTraceMalloc_StartupDumpOver()) {
         return _PyStatus_OK();
     }
-    const PyConfig *config = _Py_GetConfig();
     const char *pattern_option = NULL;
     PyObject *pattern = startup_dump_pattern(config, &pattern_option);
     if (pattern == NULL) {

@@ -563,6 +563,11 @@ PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetDumpOver(void);
    arm or disarm the dump that the next one asks for. */
 extern void _PyTraceMalloc_MemoryError(void);
 PyAPI_FUNC(void) _PyTraceMalloc_SetDumpOnMemoryError(int armed);
+/* A number that changes each time tracing starts. */
+PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetSession(void);
+/* (pattern, option) of the startup dump pattern, a relative one joined to
+   the directory the interpreter started in; None when not given. */
+PyAPI_FUNC(PyObject *) _PyTraceMalloc_StartupDumpPattern(void);
 /* Whether tracing keeps allocation totals (start(allocations=True)). */
 PyAPI_FUNC(int) _PyTraceMalloc_GetAllocations(void);
 PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetSample(void);

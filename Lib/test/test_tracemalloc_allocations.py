@@ -203,6 +203,25 @@ class AllocationTotalsTest(unittest.TestCase):
         count = sum(stat.count for stat in domain.statistics('lineno'))
         self.assertEqual((count, total), (10, 1000))
 
+    @unittest.skipIf(_testcapi is None or not hasattr(_testcapi,
+                                                      'tracemalloc_track'),
+                     "needs _testcapi.tracemalloc_track")
+    def test_zero_byte_blocks(self):
+        # Issue 33's review (s38), F1: 0-byte blocks are 0 bytes, not 1.
+        tracemalloc.start(5, allocations=True)
+        for address in range(0x2000, 0x2000 + 16 * 10, 16):
+            _testcapi.tracemalloc_track(9, address, 0)
+        _testcapi.tracemalloc_track(10, 0x3000, 0)
+        _testcapi.tracemalloc_track(10, 0x3010, 1)
+        snapshot = tracemalloc.take_snapshot(allocated=True)
+        totals = {}
+        for domain in (9, 10):
+            stats = snapshot.filter_traces(
+                [tracemalloc.DomainFilter(True, domain)]).statistics('lineno')
+            totals[domain] = (sum(stat.size for stat in stats),
+                              sum(stat.count for stat in stats))
+        self.assertEqual(totals, {9: (0, 10), 10: (1, 2)})
+
     def test_sampled_estimates(self):
         interval = 64 * 1024
         tracemalloc.start(5, sample=interval, allocations=True)

@@ -738,5 +738,63 @@ class AttachUsageTest(unittest.TestCase):
                          ({}, False))
 
 
+@unittest.skipUnless(SIGNAL is not None, "needs SIGUSR2")
+class ReviewS38Test(unittest.TestCase):
+    """Issue 33's review (s38): the state machine and attach."""
+
+    def setUp(self):
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory, True)
+
+    def test_program_restart_between_signals(self):
+        # Signal 1 starts sampling; the program stops it and starts its own
+        # tracing; signal 2 must write the profile and leave the program's
+        # tracing on.
+        code = textwrap.dedent("""
+            import os, signal, sys, threading, time, tracemalloc
+            def send():
+                os.kill(os.getpid(), signal.SIGUSR2)
+                for _ in range(200):
+                    time.sleep(0.001)
+                for thread in threading.enumerate():
+                    if thread.name == "tracemalloc-dump":
+                        thread.join()
+            send()
+            assert tracemalloc.is_tracing()
+            tracemalloc.stop()
+            tracemalloc.start(5)
+            keep = [bytes(1000) for _ in range(100)]
+            send()
+            print(tracemalloc.is_tracing(), tracemalloc.get_traceback_limit())
+        """)
+        result = run_python('-c', code, env_extra={
+            'PYTHONTRACEMALLOCSIGNAL': 'USR2',
+            'PYTHONTRACEMALLOCDUMP': os.path.join(self.directory,
+                                                  'heap-{n}.pb.gz')})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.split(), ['True', '5'], result.stderr)
+        self.assertIn('tracing goes on', result.stderr)
+        self.assertEqual(os.listdir(self.directory), ['heap-1.pb.gz'])
+
+    def test_attach_pid_format_spec(self):
+        # {pid:08d}: attach looks for the name that the process writes.
+        env = child_env(PYTHONTRACEMALLOCSIGNAL='USR2',
+                        PYTHONTRACEMALLOCDUMP=os.path.join(
+                            self.directory, 'heap-{pid:08d}-{n}.pb.gz'))
+        target = subprocess.Popen(
+            [sys.executable, '-X', 'tracemalloc=5', '-c',
+             'import sys, time\nkeep = [bytes(1000) for _ in range(100)]\n'
+             'print("ready", flush=True)\n'
+             'while True: time.sleep(0.05)'],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        self.addCleanup(stop_process, target)
+        self.assertEqual(target.stdout.readline().strip(), 'ready')
+        result = run_attach(target.pid, '--timeout', '20')
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.strip(), os.path.join(
+            self.directory, f'heap-{target.pid:08d}-1.pb.gz'))
+
+
 if __name__ == '__main__':
     unittest.main()

@@ -292,5 +292,85 @@ class MemoryErrorTest(unittest.TestCase):
         self.assertEqual(os.listdir(self.directory), [])
 
 
+class ReviewS38Test(unittest.TestCase):
+    """Issue 33's review (s38): the pattern of dump_over(path=None), and
+    fork."""
+
+    CHILD = GROW + textwrap.dedent('''
+        tracemalloc.start(1)
+        tracemalloc.dump_over(1 << 20)
+        grow(2)
+        wait_for(sys.argv[1], 1)
+    ''')
+
+    def setUp(self):
+        self.directories = [tempfile.mkdtemp() for _ in range(3)]
+        for directory in self.directories:
+            self.addCleanup(__import__('shutil').rmtree, directory, True)
+
+    def test_x_option_pattern_wins(self):
+        # path=None: the pattern that the interpreter read at startup, -X
+        # tracemalloc_dump winning over PYTHONTRACEMALLOCDUMP.
+        xdir, envdir, tmpdir = self.directories
+        for with_variable in (False, True):
+            env = {'TMPDIR': tmpdir}
+            if with_variable:
+                env['PYTHONTRACEMALLOCDUMP'] = os.path.join(envdir,
+                                                            'e-{n}.pb.gz')
+            run(self.CHILD, '-X', 'tracemalloc_dump='
+                + os.path.join(xdir, 'x-{n}.pb.gz'), env=env, argv=[xdir])
+            # x-1 (1 MiB), and x-2 when 2 MiB is crossed once x-1 is
+            # written.
+            self.assertIn('x-1.pb.gz', os.listdir(xdir))
+            self.assertEqual(os.listdir(envdir), [])
+            self.assertEqual(os.listdir(tmpdir), [])
+            for name in os.listdir(xdir):
+                os.unlink(os.path.join(xdir, name))
+
+    def test_relative_variable_from_the_start_directory(self):
+        start, other, _ = self.directories
+        code = GROW + textwrap.dedent(f'''
+            import os
+            os.chdir({other!r})
+            tracemalloc.start(1)
+            tracemalloc.dump_over(1 << 20)
+            grow(2)
+            wait_for({start!r}, 1)
+        ''')
+        process = subprocess.run(
+            [sys.executable, '-c', code], cwd=start, text=True,
+            env=dict({k: v for k, v in os.environ.items()
+                      if not k.startswith('PYTHONTRACEMALLOC')},
+                     PYTHONTRACEMALLOCDUMP='rel-{n}.pb.gz'),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(process.returncode, 0, process.stderr)
+        self.assertEqual(os.listdir(start), ['rel-1.pb.gz'])
+        self.assertEqual(os.listdir(other), [])
+
+    @unittest.skipUnless(hasattr(os, 'fork'), "needs os.fork()")
+    def test_fork_child_gets_its_pid(self):
+        # The parent crosses 1 MiB (next: 2 MiB); its child crosses 2 MiB
+        # and must not replace the parent's heap-1.pb.gz.
+        directory = self.directories[0]
+        code = GROW + textwrap.dedent(f'''
+            tracemalloc.start(1)
+            tracemalloc.dump_over(1 << 20, {directory!r} + '/heap-{{n}}.pb.gz')
+            parent = [bytes(1000) for _ in range(1200)]
+            wait_for({directory!r}, 1)
+            pid = os.fork()
+            if pid == 0:
+                child = [bytes(1000) for _ in range(2500)]
+                wait_for({directory!r}, 2)
+                os._exit(0)
+            os.waitpid(pid, 0)
+            print(pid)
+        ''')
+        process = run(code)
+        child = int(process.stdout.split()[-1])
+        self.assertEqual(sorted(os.listdir(directory)),
+                         sorted(['heap-1.pb.gz', f'heap-1-pid{child}.pb.gz']),
+                         process.stderr)
+
+
 if __name__ == '__main__':
     unittest.main()

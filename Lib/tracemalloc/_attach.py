@@ -144,10 +144,17 @@ def _sigcgt_has(pid, signum):
 def _glob_of(pattern, pid):
     """A glob that matches the names that *pattern* gives process *pid*."""
     parts = []
-    for literal, field, _, _ in string.Formatter().parse(pattern):
+    for literal, field, spec, conversion in string.Formatter().parse(
+            pattern):
         parts.append(glob.escape(literal))
         if field == 'pid':
-            parts.append(glob.escape(str(pid)))
+            # As the process formats it ({pid:08d} included).
+            try:
+                text = ('{0' + (f'!{conversion}' if conversion else '')
+                        + (f':{spec}' if spec else '') + '}').format(pid)
+            except (ValueError, TypeError):
+                text = str(pid)
+            parts.append(glob.escape(text))
         elif field is not None:
             parts.append('*')
     return ''.join(parts)

@@ -31,6 +31,23 @@ _settings = None
 _memory_error_settings = None
 
 
+def _after_fork_in_child():
+    # As dump_on_signal()'s: a pattern without {pid} gets the child's, so
+    # that a child never writes the names its parent writes (the {n}
+    # counter, shared with tracemalloc._ondemand, starts again at 1).
+    global _settings, _memory_error_settings
+    if _settings is not None:
+        size, pattern, format = _settings
+        _settings = (size, _ondemand._with_pid(pattern), format)
+    if _memory_error_settings is not None:
+        pattern, format = _memory_error_settings
+        _memory_error_settings = (_ondemand._with_pid(pattern), format)
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _parse_size(size):
     from tracemalloc import _budget
 
@@ -55,8 +72,11 @@ def dump_over(size, path=None, *, format=None):
     ``dump_over(None)`` turns it off.  Return the previous size, or None.
 
     *path* is a pattern as for dump_on_signal() ({pid}, {n}, {time});
-    None is the pattern of PYTHONTRACEMALLOCDUMP (or -X tracemalloc_dump)
-    when set, else tracemalloc-{pid}-{n}.pb.gz in the temporary directory.
+    None is the pattern of -X tracemalloc_dump (or PYTHONTRACEMALLOCDUMP)
+    as the interpreter read it at startup, a relative one taken from the
+    directory it started in; else tracemalloc-{pid}-{n}.pb.gz in the
+    temporary directory.  In a child made by os.fork(), a pattern without
+    {pid} gets -pid{pid} before its suffix, as for dump_on_signal().
     *format* is 'pprof', 'snapshot' or None (from the suffix).  The
     threshold counts what is traced: set tracing on first, or at the same
     time (a threshold set while tracing is off waits for tracing).
@@ -101,9 +121,13 @@ def dump_on_memory_error(enabled=True, path=None, *, format=None):
 def _check_output(path, format):
     """(pattern, format) for *path* and *format*, checked."""
     if path is None:
-        if not sys.flags.ignore_environment:
-            path = os.environ.get('PYTHONTRACEMALLOCDUMP')
-        path = path or _ondemand.default_pattern()
+        # The pattern that the interpreter read at startup (-X
+        # tracemalloc_dump wins over PYTHONTRACEMALLOCDUMP, -E ignores the
+        # variable), a relative one taken from the directory it started in.
+        import _tracemalloc
+
+        startup = _tracemalloc._startup_dump_pattern()
+        path = startup[0] if startup else _ondemand.default_pattern()
     pattern = _ondemand._check_pattern(path)
     if format is None:
         format = _ondemand._guess_format(pattern)

@@ -86,8 +86,10 @@ def _after_fork_in_child():
     if _on_demand is not None:
         # Tracing that a signal started in the parent goes on in the child
         # (the next signal writes the child's profile and stops it), but
-        # the state file is the parent's.
+        # the state file is the parent's; its profiles get the child's pid
+        # as dump_on_signal()'s do.
         _on_demand.state_file = None
+        _on_demand.pattern = _with_pid(_on_demand.pattern)
 
 
 def _with_pid(pattern):
@@ -451,6 +453,16 @@ def _allocated_snapshot(tracemalloc):
         return None
 
 
+def _session():
+    """The engine's count of starts (None on a build without it): another
+    value than at the signal's start means that the program restarted
+    tracing itself."""
+    import _tracemalloc
+
+    session = getattr(_tracemalloc, '_tracing_session', None)
+    return session() if session is not None else None
+
+
 def _signal_name(signum):
     try:
         return signal.Signals(signum).name
@@ -490,8 +502,10 @@ class _OnDemand:
     def _handle(self):
         import tracemalloc
 
-        if self.started and not tracemalloc.is_tracing():
-            # The program stopped the tracing that the signal started.
+        if self.started and (not tracemalloc.is_tracing()
+                             or _session() != self.session):
+            # The program stopped the tracing that the signal started (and
+            # maybe started its own, which the signal must not stop).
             self._forget_start()
         if not tracemalloc.is_tracing():
             self._start(tracemalloc)
@@ -516,6 +530,7 @@ class _OnDemand:
             allocations = False
         self.started = True
         self.started_at = time.monotonic()
+        self.session = _session()
         self.allocations = allocations
         self._write_state_file()
         totals = ", with allocation totals" if allocations else ""
