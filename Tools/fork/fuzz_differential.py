@@ -46,6 +46,70 @@ the program's interval); os.fork() (the child reports the tracebacks of what it 
 a user allocator of every domain (_testcapi.set_nomemory() with a limit
 never reached, which wraps the allocators in place).
 
+Allocation totals (issue 33).  A share of the programs (ALLOC_SHARE,
+drawn from the seed apart from the program, so that the others are what
+they were before; --allocations on/off overrides) start tracing with
+allocations=True on the fork (pristine, which has no totals, runs the same
+program without), and add steps whose lines, marked "#T" (tallied), make
+only what the program tallies; whatever a tallied step needs besides is
+made on an untallied line before.  There is no upstream answer: the oracle
+is the program's own tally, per (line, domain) of the tallied lines, of
+what it allocated since the last start() or clear_traces(), compared after
+every step (and in every fork child, and at the end of a sampling run)
+with take_snapshot(allocated=True).statistics('lineno') per domain: equal
+when tracing is exact, within Z_BOUND standard deviations (as above, for
+bytes and for blocks) under sampling.  The live-trace comparison with
+pristine goes on unchanged in these programs: allocations=True must not
+change a live trace.  What the tally counts, per step kind:
+
+allocation calls   PyMem_Raw*/PyMem_*/PyObject_* Malloc and Calloc (with
+                   the GIL, and raw ones without it): one block of the
+                   size asked (Calloc: n * size), domain 0; plus the int
+                   that ctypes makes of the address (its sys.getsizeof()).
+                   The call takes its arguments from a tuple made before,
+                   without argtypes (ints as C ints, a pointer as a byref()
+                   argument), so that ctypes converts nothing on the line.
+realloc            one block of the new size (a resize is an allocation of
+                   the new size; what it frees does not count), plus the int.
+free               nothing: a tallied Free line must show no allocation.
+free-list reuse    each object made on the line, taken from its free list
+                   or not (floats, tuples, empty dicts and lists), one block
+                   of its sys.getsizeof(), at the line that reuses it (freed
+                   at the same line, or made at one line, freed, and reused
+                   at another); gc.collect() on the line before, so that the
+                   free list holds nothing untraced (an object freed untraced
+                   is reused untraced: no trace, no allocation).  Under
+                   sampling the reuses of one freed block are drawn once,
+                   all or none, not as independent draws: sampling programs
+                   do not tally them (exact programs with start(sample=1) do).
+PyTraceMalloc_Track  one block of its size in its domain (0, 3 or 7), with
+                   or without the GIL, replacing a trace or not; Untrack:
+                   nothing.
+threads            an allocator call on a line that only a thread runs
+                   (exact: Th(); sampling: bytes objects made and freed in
+                   the persistent worker): as in the main thread.
+fork               the child's totals are the parent's at the fork, then
+                   its own: the child compares its snapshot with the tally
+                   it inherited plus its allocator call, and reports the
+                   result to the parent; the parent's totals do not change.
+user allocator     an allocator call under _testcapi.set_nomemory() (which
+                   wraps the hooks in place): as without.  The blocks of
+                   _testtracemalloc.raw_backed_allocation() are not tallied
+                   (what it allocates inside is the module's own business).
+start/stop/clear   start() and clear_traces() reset the tally to 0 (stop()
+                   ends the checks until the next start()); reset_peak()
+                   changes nothing.
+sampling restarts  as start(): the run at 2**40 bytes and the restart after
+                   it begin again from 0.
+compaction         _paths() runs 1100 lines that each allocate, so that the
+                   call-context tree reaches its compaction threshold: the
+                   call paths of the tallied lines, whose blocks are freed
+                   or not, must keep their totals.
+Not tallied: the lines of the other steps (list comprehensions, list
+growth, ints of range(), dict resizes: what they allocate depends on
+CPython's internals of the release, not on the program), and the untallied
+lines before the tallied ones.
+
 On a mismatch it prints the seed, the shrunk list of steps that still
 mismatches, and the diff, and exits 1.
 """
@@ -65,6 +129,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_FORK = os.path.join(ROOT, "build", "3.13", "obj", "python")
 PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
 Z_BOUND = 6.0
+ALLOC_SHARE = 0.4      # programs run with start(allocations=True)
 TIMEOUT = 60
 
 SIZES = [0, 1, 8, 16, 24, 56, 64, 100, 255, 256, 500, 511, 512, 513, 1000,
@@ -124,23 +189,129 @@ H = {}                 # objects held
 B = {}                 # blocks held: name -> address
 HITS = [0, 0]
 A = object()
+# Allocation totals (issue 33): with FUZZ_ALLOC=1 the program starts
+# tracing with allocations=True where the engine has it (pristine has not:
+# it runs the same program without), and tallies what its tallied lines
+# (TALLIED) allocate: one string "line domain size" per block.  The
+# tally's work is the fork's alone (pristine has no totals): it makes and
+# frees only str and int objects, which have no free list, so that what
+# the free lists hold, and so the live traces, stay those of pristine's
+# run (a tuple or dict key freed untraced after stop() would be reused
+# untraced at a step line).
+ALLOC = os.environ.get("FUZZ_ALLOC") == "1"
+TALLIED = set(json.loads(os.environ.get("FUZZ_TALLIED", "[]")))
+TALLY = []
+CHILD = []             # the allocation reports of fork children: JSON text
+_TA = hasattr(tracemalloc, "is_tracing_allocations")
+_ = _o = _r = _t = _it = None
+_x = 0.5
+_RN = {n: list(range(n)) for n in (10, 200, 1000, 2000, 20000)}
+F = {}                 # allocator functions without argtypes: see _T()
+for _lib, _ln in ((api, "api"), (nogil, "nogil")):
+    for _d in ("PyMem_Raw", "PyMem_", "PyObject_"):
+        for _n in ("Malloc", "Calloc", "Realloc", "Free"):
+            _f = _lib[_d + _n]
+            _f.restype = None if _n == "Free" else ctypes.c_void_p
+            F[_ln, _d, _n] = _f
+del _lib, _ln, _d, _n, _f
+_Z = ctypes.c_char()
+_ZA = ctypes.addressof(_Z)
+byref = ctypes.byref
+# Call paths for compaction: 1100 lines that each allocate, so that the
+# call-context tree reaches its compaction threshold (1024 new nodes).
+_PG = {"A": A}
+exec(compile("def _paths():\n" + "".join(
+    f"    _k = [A, {i}]\n" for i in range(1100)), "<paths>", "exec"), _PG)
+_paths = _PG["_paths"]
+
+def _tallying():
+    return (ALLOC and _TA and tracemalloc.is_tracing()
+            and tracemalloc.is_tracing_allocations())
+
+def _add(line, dom, size):
+    TALLY.append(f"{line} {dom} {size}")
+
+def _T(r, size=-1, dom=0, name=None):
+    # After an allocator call on a tallied line: one block of SIZE in DOM
+    # (size -1: none), and the int that ctypes made of the address
+    if name is not None:
+        B[name] = r
+    if _tallying():
+        line = sys._getframe(1).f_lineno
+        if size >= 0:
+            _add(line, dom, size)
+        if type(r) is int and not -5 <= r <= 256:
+            _add(line, 0, sys.getsizeof(r))
+    return r
+
+def _TO(o):
+    # An object made on a tallied line: one block of its size
+    if _tallying():
+        _add(sys._getframe(1).f_lineno, 0, sys.getsizeof(o))
+
+if ALLOC:
+    # The tally's work (the fork's alone) makes objects that the
+    # collector counts: an automatic collection would run at other points
+    # than in pristine's run, and free there, into the free lists, garbage
+    # made untraced (before a stop() or clear_traces()), which a step line
+    # would then reuse untraced.  These programs collect only where they
+    # say so (gc.collect() in the steps and in each report).
+    gc.disable()
+    _ct = tracemalloc.clear_traces
+    def _clear_traces():
+        _ct()
+        TALLY.clear()
+    tracemalloc.clear_traces = _clear_traces
+
+def _alloc_rep():
+    if not _tallying():
+        return None
+    snap = tracemalloc.take_snapshot(allocated=True)
+    got = {}
+    for d in sorted({t.domain for t in snap.traces}):
+        sub = snap.filter_traces([tracemalloc.DomainFilter(True, d)])
+        for st in sub.statistics("lineno"):
+            f = st.traceback[0]
+            if f.filename == __file__ and f.lineno in TALLIED:
+                got[f"{f.lineno} {d}"] = [st.count, st.size]
+    want = {}
+    for t in TALLY:
+        l, d, size = t.split()
+        h = want.setdefault(f"{l} {d}", {})
+        h[int(size)] = h.get(int(size), 0) + 1
+    want = {k: sorted(h.items()) for k, h in want.items()}
+    return {"got": got, "want": want, "sample": tracemalloc.get_sample()}
+
+def _st(nframe, **kw):
+    if ALLOC:
+        try:
+            tracemalloc.start(nframe, allocations=True, **kw)
+            return
+        except TypeError:        # pristine: no allocation totals
+            pass
+    tracemalloc.start(nframe, **kw)
 
 def _start(nframe, every_byte=False, huge=False):
+    if not tracemalloc.is_tracing():
+        TALLY.clear()           # the totals start again at 0
+    _start1(nframe, every_byte, huge)
+
+def _start1(nframe, every_byte, huge):
     # every_byte: sampling mode with an interval of 1 byte on the fork (a
     # block of 16 bytes or more is sampled with probability 1 - 1e-7), so
     # that the sampling paths are compared with pristine's exact answers;
     # huge: in sampling mode, a run at an interval of 2**40 bytes, in which
     # threads draw countdowns that the next run must not keep
     if huge and SK:
-        tracemalloc.start(nframe, sample=1 << 40)
+        _st(nframe, sample=1 << 40)
         return
     if every_byte and not SK:
         try:
-            tracemalloc.start(nframe, sample=1)
+            _st(nframe, sample=1)
             return
         except TypeError:        # pristine: no sampling mode
             pass
-    tracemalloc.start(nframe, **SK)
+    _st(nframe, **SK)
 
 def _seed(seed):
     if SK and hasattr(_tracemalloc, "_set_sample_seed"):
@@ -190,7 +361,9 @@ def Fork(fn):
             # entry went to (that changes from run to run in pristine too)
             res = sorted({json.dumps(_tb(_tracemalloc._get_object_traceback(x)))
                           for x in made} - {"null"})
-            os.write(w, json.dumps(res).encode())
+            # the child's totals: the parent's at the fork, then its own
+            os.write(w, (json.dumps(res) + "\n"
+                         + json.dumps(_alloc_rep())).encode())
         finally:
             os._exit(0)
     os.close(w)
@@ -199,7 +372,12 @@ def Fork(fn):
         data += chunk
     os.close(r)
     os.waitpid(pid, 0)
-    return "fork:" + data.decode()
+    # the child's allocation report is read at the next report (M()): the
+    # parent makes here only what pristine's makes
+    res, alloc = data.decode().split("\n")
+    if alloc != "null":
+        CHILD.append(alloc)
+    return "fork:" + res
 
 def _held(name, value):
     if isinstance(value, str):
@@ -233,6 +411,10 @@ def M(k):
             t = None       # the last trace: dropped before the collection
         rep["traces"] = sorted([d, tb, c, s] for (d, tb), (c, s)
                                in agg.items())
+    if ALLOC:
+        rep["alloc"] = _alloc_rep()
+        rep["alloc_child"] = [json.loads(c) for c in CHILD]
+        CHILD.clear()
     OUT.write(json.dumps(rep) + "\n")
     OUT.flush()
     del rep, agg
@@ -260,6 +442,9 @@ def END():
                 v.sort()
         rep["lines"] = lines
         rep["blocks"] = blocks
+    if ALLOC:
+        gc.collect()
+        rep["alloc"] = _alloc_rep()
     OUT.write(json.dumps(rep) + "\n")
     OUT.flush()
 '''
@@ -271,9 +456,15 @@ class Gen:
     of what the program holds so that frees and resizes name live
     things."""
 
-    def __init__(self, seed, mode):
+    def __init__(self, seed, mode, allocations=None):
         self.rng = random.Random(seed)
         self.mode = mode
+        # allocations=True in a share of the programs, drawn apart so that
+        # the other programs stay what they were before issue 33
+        if allocations is None:
+            allocations = (random.Random(f"allocations {seed}").random()
+                           < ALLOC_SHARE)
+        self.alloc = allocations
         self.n = 0
         self.blocks = {}        # name -> (domain, size)
         self.objs = set()
@@ -478,8 +669,125 @@ class Gen:
                 lines.append(f"H[{name!r}] = {self.make_expr()}")
             else:
                 lines += self.s_block()
+        if self.alloc:
+            lines += self.s_tcall()
         lines.append("if _testcapi: _testcapi.remove_mem_hooks()")
         return lines
+
+    # ---- allocation totals: tallied steps (programs with allocations on).
+    # A tallied line (marked "#T") allocates only what the program tallies
+    # on it; what it needs is made on the untallied line before it.
+    def tcall(self, op=None, thread=False):
+        """An allocator call: (prep lines, the call's expression) in the
+        form whose line makes nothing else: the arguments in a tuple made
+        before (ints as C ints, a pointer as a byref() argument, so that
+        ctypes converts nothing), no argtypes, and the int made of the
+        returned address tallied by _T()."""
+        if op is None or (op != "Malloc" and not self.blocks):
+            op = self.rng.choice(["Malloc", "Malloc", "Calloc", "Realloc",
+                                  "Realloc", "Free"])
+            if op in ("Realloc", "Free") and not self.blocks:
+                op = "Malloc"
+        if op in ("Malloc", "Calloc"):
+            name = None
+            dom = self.rng.choice(list(DOMAINS))
+        else:
+            name = self.rng.choice(sorted(self.blocks))
+            dom = self.blocks[name][0]
+        lib = "nogil" if dom == "raw" and self.rng.random() < 0.5 else "api"
+        fn = f"F[{lib!r}, {DOMAINS[dom]!r}, {op!r}]"
+        if op == "Free":
+            del self.blocks[name]
+            return ([f"_t = (byref(_Z, B.pop({name!r}) - _ZA),)"],
+                    f"{fn}(*_t)")
+        size = self.size()
+        if op == "Realloc":
+            prep = f"_t = (byref(_Z, B[{name!r}] - _ZA), {size})"
+        elif op == "Calloc":
+            n = self.rng.choice([1, 2, 3])
+            prep = f"_t = ({n}, {max(size // n, 1)})"
+            size = n * max(size // n, 1)
+        else:
+            prep = f"_t = ({size},)"
+        if name is None:
+            name = self.name("b")
+        self.blocks[name] = (dom, size)
+        return [prep], f"_T({fn}(*_t), {size}, 0, {name!r})"
+
+    def s_tcall(self):
+        prep, call = self.tcall()
+        return prep + [call + "  #T"]
+
+    def s_track(self):
+        """PyTraceMalloc_Track() (with or without the GIL) or _Untrack()
+        of a made-up address, in domain 0 or another."""
+        dom = self.rng.choice([0, 3, 3, 7])
+        addr = 0x10000 + 16 * self.rng.randrange(8)
+        guard = "if _testcapi and tracemalloc.is_tracing(): "
+        if self.rng.random() < 0.3:
+            return [f"_t = ({dom}, {addr})",
+                    guard + "_testcapi.tracemalloc_untrack(*_t)  #T"]
+        size = self.rng.choice(self.sizes)
+        gil = self.rng.choice([0, 0, 1])
+        return [f"_t = ({dom}, {addr}, {size}, {gil})",
+                guard + f"_testcapi.tracemalloc_track(*_t); "
+                f"_T(None, {size}, {dom})  #T"]
+
+    def s_treuse(self):
+        """Objects made on a tallied line, through their free list: after
+        gc.collect() it holds only what this step frees, all traced (an
+        untraced entry, freed by an object made before tracing, would be
+        reused untraced: no allocation, as no trace)."""
+        kind = self.rng.choice(["float", "tuple", "dict", "list"])
+        if kind == "float":
+            expr = "_x + _"
+        elif kind == "tuple":
+            expr = f"({'A, ' * self.rng.randint(0, 5)}_,)"
+        elif kind == "dict":
+            expr = "{}"
+        else:
+            expr = "[]"
+        n = self.rng.choice([10, 200, 1000])
+        if self.rng.random() < 0.5:
+            # reused at the line that freed it
+            return [f"_o = None; _it = iter(_RN[{n}]); gc.collect()",
+                    f"for _ in _it: _o = {expr}; _TO(_o)  #T"]
+        # made at one line, freed, reused at another: held
+        name = self.name("o")
+        self.objs.add(name)
+        return [f"_o = None; T = [None] * {n}; _it = iter(_RN[{n}]); "
+                "gc.collect()",
+                f"for _ in _it: T[_] = {expr}; _TO(T[_])  #T",
+                "del T  #T",
+                f"T = [None] * {n}; _it = iter(_RN[{n}])",
+                f"for _ in _it: T[_] = {expr}; _TO(T[_])  #T",
+                f"H[{name!r}] = T; del T"]
+
+    def s_tthread(self):
+        """An allocator call in a thread, on a line that only the thread
+        runs."""
+        fn = self.name("_fn")
+        prep, call = self.tcall("Malloc")
+        return prep + [f"def {fn}():", f"    return {call}  #T",
+                       f"Th({fn})"]
+
+    def s_tfork(self):
+        """An allocator call in a fork child, which reports its own totals
+        (the parent's at the fork, then its own); the parent's are
+        untouched by the child's."""
+        fn = self.name("_fk")
+        prep, call = self.tcall("Malloc")
+        self.blocks.pop(call.split("'")[-2])    # the child's: not held here
+        call = call.rsplit(",", 1)[0] + ", None)"
+        return prep + [f"def {fn}():", f"    {call}  #T",
+                       "    return [float(i) + 0.5 for i in range(5)]",
+                       f"H[{self.name('f')!r}] = Fork({fn})"]
+
+    def s_paths(self):
+        return ["_paths()"]
+
+    ALLOC_STEPS = [("s_tcall", 10), ("s_track", 3), ("s_treuse", 4),
+                   ("s_tthread", 2), ("s_tfork", 1), ("s_paths", 2)]
 
     STEPS = [("s_start", 3), ("s_stop", 2), ("s_clear", 2), ("s_seed", 1),
              ("s_block", 6), ("s_realloc", 6), ("s_free", 5),
@@ -491,7 +799,8 @@ class Gen:
         # the allocator of the run: a property of the seed
         self.pythonmalloc = self.rng.choice([None, None, "malloc"])
         steps = [self.s_start()]
-        names = [n for n, w in self.STEPS for _ in range(w)]
+        table = self.STEPS + (self.ALLOC_STEPS if self.alloc else [])
+        names = [n for n, w in table for _ in range(w)]
         for _ in range(nsteps - 1):
             steps.append(getattr(self, self.rng.choice(names))())
         return steps
@@ -519,6 +828,9 @@ class Gen:
         # the worker kept the huge countdown, and was estimated at 0)
         steps.append(self.huge_detour(reseed=False))
         for _ in range(nsteps):
+            if self.alloc and self.rng.random() < 0.4:
+                steps.append(self.sampling_tallied())
+                continue
             r = self.rng.random()
             if r < 0.05:
                 steps.append(self.huge_detour())
@@ -550,24 +862,51 @@ class Gen:
                               "HITS[1] += (_r[1] is not None) + (_r[3] is not None)"])
         return steps
 
+    def sampling_tallied(self):
+        """Many allocations on one tallied line, for the estimates of the
+        allocation totals: allocator calls (blocks kept), bytes objects
+        made and freed in the worker thread.  Not objects reused through a
+        free list: a loop that frees and remakes one object reuses one
+        block, sampled or not once, when it was allocated; its reuses are
+        counted all or none (the estimate is unbiased, but its deviation
+        is not that of independent draws, which the check assumes).  Exact
+        programs tally them (with start(sample=1) in some of them)."""
+        n = self.rng.choice([2000, 20000])
+        s = self.rng.choice([16, 64, 100, 1000])
+        r = self.rng.random()
+        if r < 0.4:
+            dom = self.rng.choice(["PyMem_", "PyObject_", "PyMem_Raw"])
+            return [f"_t = ({s},); _it = iter(_RN[{n}])",
+                    f"for _ in _it: _T(F['api', {dom!r}, 'Malloc'](*_t), "
+                    f"{s})  #T"]
+        fn = self.name("_w")
+        return [f"def {fn}():",
+                f"    for i in _it: o = bytes({s}); _TO(o)  #T",
+                f"_it = iter(_RN[{n}])",
+                f"W.do({fn})"]
+
 
 def render(steps, mode):
-    """Source text and the set of step line numbers."""
+    """Source text, the step line numbers, and the tallied line numbers
+    (the lines marked "#T")."""
     lines = HEADER.split("\n")
     step_lines = []
+    tallied = []
     for k, step in enumerate(steps):
         for line in step:
             lines.append(line)
             step_lines.append(len(lines))
+            if line.endswith("#T"):
+                tallied.append(len(lines))
         if mode == "exact":
             lines.append(f"M({k})")
     lines.append("END()")
-    return "\n".join(lines) + "\n", step_lines
+    return "\n".join(lines) + "\n", step_lines, tallied
 
 
 def run(python, steps, mode, sample_kw=None, env_extra=None, tmpdir=None):
     """Run *steps* on *python*: (list of reports, error text or None)."""
-    src, step_lines = render(steps, mode)
+    src, step_lines, tallied = render(steps, mode)
     path = os.path.join(tmpdir, "prog.py")
     with open(path, "w") as f:
         f.write(src)
@@ -575,7 +914,8 @@ def run(python, steps, mode, sample_kw=None, env_extra=None, tmpdir=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(PYTHONHASHSEED="0", FUZZ_MODE=mode,
                FUZZ_SAMPLE_KW=json.dumps(sample_kw or {}),
-               FUZZ_STEP_LINES=json.dumps(step_lines), FUZZ_OUT=out_path)
+               FUZZ_STEP_LINES=json.dumps(step_lines),
+               FUZZ_TALLIED=json.dumps(tallied), FUZZ_OUT=out_path)
     env.update(env_extra or {})
     try:
         proc = subprocess.run([python, "-s", path], env=env,
@@ -602,6 +942,8 @@ def _flat(report):
     group."""
     flat = {}
     for key, value in report.items():
+        if key in ("alloc", "alloc_child"):
+            continue            # the fork's alone: diff_alloc()
         if key in ("held", "blocks") and isinstance(value, dict):
             for n, v in value.items():
                 flat[f"{key}[{n}]"] = json.dumps(v)
@@ -637,6 +979,71 @@ def diff_exact(a, runs):
     return None
 
 
+def diff_alloc_one(al):
+    """The allocation totals that a report's take_snapshot(allocated=True)
+    gave for the tallied lines (al["got"]: "line domain" -> [count,
+    bytes]) against the program's tally (al["want"]: "line domain" ->
+    [[size, blocks], ...]): text or None.  Exact tracing: equal.  Sampling
+    (al["sample"] = R): within Z_BOUND standard deviations of the
+    Horvitz-Thompson estimator's own, as the live estimates (check_sampling),
+    for the bytes (var = sum(s*s*(1-p)/p), slack one largest block + R) and
+    for the blocks (var = sum((1-p)/p), slack the weight 1/p of one block
+    of the smallest size).  A 0-byte block is never sampled (p = 0): under
+    sampling, 0-byte blocks are left out of the expected count (the
+    generator makes none in sampling runs)."""
+    R = al["sample"]
+    got, want = al["got"], al["want"]
+    out = []
+    for key in sorted(set(got) | set(want), key=lambda k: [int(x) for x in k.split()]):
+        hist = [(s, c) for s, c in want.get(key, []) if not (R and s == 0)]
+        tc = sum(c for s, c in hist)
+        tb = sum(s * c for s, c in hist)
+        gc_, gb = got.get(key, [0, 0])
+        line, dom = key.split()
+        where = f"  line {line} domain {dom}"
+        if not R:
+            if [gc_, gb] != [tc, tb]:
+                out.append(f"{where}: allocated (count, bytes) ({gc_}, {gb}),"
+                           f" the program made ({tc}, {tb})")
+            continue
+        if not hist:
+            if gb > 4 * R:
+                out.append(f"{where}: estimate ({gc_}, {gb}), the program "
+                           "made nothing")
+            continue
+        odds = lambda s: 1 / math.expm1(s / R) if s < 700 * R else 0.0
+        var_b = sum(c * s * s * odds(s) for s, c in hist)   # (1-p)/p
+        var_c = sum(c * odds(s) for s, c in hist)
+        slack_b = max(s for s, c in hist) + R
+        slack_c = 1 / -math.expm1(-min(s for s, c in hist) / R)
+        sd_b, sd_c = math.sqrt(var_b), math.sqrt(var_c)
+        if (abs(gb - tb) > Z_BOUND * sd_b + slack_b
+                or abs(gc_ - tc) > Z_BOUND * sd_c + slack_c):
+            out.append(f"{where}: estimate ({gc_}, {gb}), the program made "
+                       f"({tc}, {tb}) (sd {sd_c:.0f}, {sd_b:.0f}; z "
+                       f"{(gc_ - tc) / max(sd_c, 1):.1f}, "
+                       f"{(gb - tb) / max(sd_b, 1):.1f})")
+    return "\n".join(out) if out else None
+
+
+def diff_alloc(reports):
+    """First mismatch of the allocation totals in the fork's *reports*
+    (after each step in exact mode, at the end in sampling mode, and in
+    the fork children), as text, or None."""
+    for rep in reports:
+        alls = [("", rep.get("alloc"))]
+        alls += [("in the fork child ", c) for c in rep.get("alloc_child", [])]
+        for which, al in alls:
+            if al is None:
+                continue
+            d = diff_alloc_one(al)
+            if d:
+                return (f"after step {rep.get('step')}, {which}"
+                        f"take_snapshot(allocated=True), sample "
+                        f"{al['sample']}:\n{d}")
+    return None
+
+
 def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
     a, ea = run(fork, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
     b, eb = run(pristine, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
@@ -648,7 +1055,7 @@ def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
         runs.append(run(pristine, steps, "exact", env_extra=env_extra,
                         tmpdir=tmpdir)[0])
         d = diff_exact(a, runs)
-    return d
+    return d or diff_alloc(a)
 
 
 def check_sampling(fork, steps, sample, env_extra, tmpdir):
@@ -659,6 +1066,9 @@ def check_sampling(fork, steps, sample, env_extra, tmpdir):
                 tmpdir=tmpdir)
     if ea or eb:
         return f"sampled: {ea}\nexact: {eb}"
+    d = diff_alloc(a) or diff_alloc(b)
+    if d:
+        return d
     est, exact = a[-1], b[-1]
     out = []
     R = sample
@@ -705,7 +1115,9 @@ def shrink(steps, still_fails, budget):
 def fuzz_one(seed, args, tmpdir):
     """Return a report of a mismatch for *seed*, or None."""
     env_extra = {}
-    gen = Gen(seed, args.mode)
+    gen = Gen(seed, args.mode, getattr(args, "allocations", None))
+    if gen.alloc:
+        env_extra["FUZZ_ALLOC"] = "1"
     if args.mode == "exact":
         steps = gen.exact_program(args.steps)
         alloc = args.pythonmalloc or gen.pythonmalloc
@@ -729,7 +1141,8 @@ def fuzz_one(seed, args, tmpdir):
     text = [f"MISMATCH seed {seed} mode {args.mode}"
             + (f" PYTHONMALLOC={env_extra['PYTHONMALLOC']}"
                if "PYTHONMALLOC" in env_extra else "")
-            + (f" sample {sample}" if args.mode == "sampling" else ""),
+            + (f" sample {sample}" if args.mode == "sampling" else "")
+            + (" allocations=True" if gen.alloc else ""),
             "steps:"]
     for k, step in enumerate(steps):
         text.append(f"  [{k}] " + "; ".join(step))
@@ -763,10 +1176,17 @@ def main(argv=None):
     p.add_argument("--show", action="store_true",
                    help="print the program of --seed and exit")
     p.add_argument("--keep-going", action="store_true")
+    p.add_argument("--allocations", choices=["seed", "on", "off"],
+                   default="seed",
+                   help="start(allocations=True) and the check of the "
+                        "allocation totals: as the seed draws it (a share "
+                        "of the programs), always or never")
     args = p.parse_args(argv)
+    args.allocations = {"seed": None, "on": True, "off": False}[
+        args.allocations]
 
     if args.show:
-        gen = Gen(args.seed or 0, args.mode)
+        gen = Gen(args.seed or 0, args.mode, args.allocations)
         steps = (gen.exact_program(args.steps) if args.mode == "exact"
                  else gen.sampling_program(max(3, args.steps // 4)))
         print(render(steps, args.mode)[0])
