@@ -190,6 +190,19 @@ class LeaksOutputTest(unittest.TestCase):
         self.assertFalse(report["leaked"])
         self.assertIn("processed 1 job", proc.stderr)
         self.assertIn("raw write", proc.stderr)
+        # Second s38 review, G6 and G7: a target that closes sys.stdout,
+        # and what it prints at exit, leave the report alone.
+        with open(os.path.join(self.tmp, "closer.py"), "w") as f:
+            f.write("import atexit, sys\n"
+                    "atexit.register(print, 'summary at exit')\n"
+                    "def run_one():\n"
+                    "    if not sys.stdout.closed:\n"
+                    "        print('processed')\n"
+                    "        sys.stdout.close()\n")
+        proc = self.leaks("--json", "closer:run_one")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertFalse(json.loads(proc.stdout)["leaked"])
+        self.assertIn("summary at exit", proc.stderr)
         # Without --json, the target's output stays on standard output.
         proc = self.leaks("jobs:run_one")
         self.assertIn("processed 1 job", proc.stdout)

@@ -714,7 +714,10 @@ class BrowserTests(unittest.TestCase):
                 "retention": {"chains": [chain], "holders": 2, "count": 14,
                               "reached": 14, "types": chain["types"]}}
         unheld = dict(site, lineno=9, retention=None)
-        self.load(self.snapshot, "leaks.html", leaks=[site, unheld])
+        # A search that failed is said (s38 review, G3's HTML side).
+        failed = dict(site, lineno=11, retention=None,
+                      retention_error="RuntimeError: <i>boom</i>")
+        self.load(self.snapshot, "leaks.html", leaks=[site, unheld, failed])
         lines = self.driver.execute("""
             const section = document.getElementById('leaks-section');
             if (section.hidden) return null;
@@ -728,7 +731,11 @@ class BrowserTests(unittest.TestCase):
              "14 objects, 13.3 KiB under it (bytes 13, list 1)",
              "1 more holders not shown"],
             ["app.py:9: grew 12.2 KiB in 12 blocks over 12 measured rounds "
-             "(in 12 of them)"]])
+             "(in 12 of them)"],
+            ["app.py:11: grew 12.2 KiB in 12 blocks over 12 measured rounds "
+             "(in 12 of them)",
+             "held by: unknown: the search failed (RuntimeError: "
+             "<i>boom</i>)"]])
         self.assertEqual(self.driver.execute(
             "return document.querySelectorAll('#leaks b').length;"), 0)
         # Without leaks=, no section.

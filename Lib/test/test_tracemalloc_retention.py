@@ -1242,9 +1242,99 @@ class ReportedRetentionTests(unittest.TestCase):
         self.assertEqual(test["verdict"], "leaked")
         self.assertIsNone(test["report"]["sites"][0]["retention"])
 
+    def test_pytest_failed_search(self):
+        # Second s38 review, G3: a search that fails is said in the
+        # failure message, as in check()'s report and the JSON.
+        from test.test_tracemalloc_pytest import PytestHarness
+
+        class Harness(PytestHarness, unittest.TestCase):
+            def runTest(self):
+                pass
+        harness = Harness()
+        try:
+            harness.setUp()
+        except unittest.SkipTest as skip:
+            self.skipTest(str(skip))
+        try:
+            harness.write("conftest.py", """\
+                import tracemalloc.retention as retention
+
+                def failing(*args, **kwargs):
+                    raise RuntimeError("the search broke")
+
+                retention.site_retention = failing
+                """)
+            harness.write("test_leaky.py", """\
+                KEEP = []
+
+                def test_leak():
+                    KEEP.append(bytearray(1000))
+                """)
+            returncode, output = harness.run_pytest("--tracemalloc-leaks",
+                                                    "test_leaky.py")
+        finally:
+            harness.doCleanups()
+        self.assertEqual(returncode, 1, output)
+        self.assertIn("held by: unknown: the search failed (RuntimeError: "
+                      "the search broke)", output)
+
 
 class ReviewS38Tests(unittest.TestCase):
     """Issue 30 review (s38): wrong answers, one test each."""
+
+    def test_step_names_from_a_copy(self):
+        # Second s38 review, G4: another thread changes a dict while its
+        # step is named: the name comes from a copy, retried once.
+        calls = []
+
+        def changing(parent):
+            calls.append(parent)
+            if len(calls) == 1:
+                raise RuntimeError("dictionary changed size during "
+                                   "iteration")
+            return dict.items(parent)
+        payload = object()
+        items = retention._copied(changing, {"key": payload})
+        self.assertEqual(items, [("key", payload)])
+        self.assertEqual(len(calls), 2)
+        holder = {"a": 1, "b": payload}
+        self.assertEqual(retention._how(holder, payload), "['b']")
+
+    def test_exec_separate_globals(self):
+        # Second s38 review, G5: exec(code, globals, locals): what the
+        # running code keeps in its globals is held by that frame.
+        plugin = (
+            "global CACHE\n"
+            "CACHE = [bytearray(100) for _ in range(3)]\n"
+            "result = retention.retention_paths(tuple(CACHE))\n")
+        namespace = {}
+        exec(compile(plugin, "<plugin>", "exec"),
+             {"__name__": "plugin", "retention": retention}, namespace)
+        chain = namespace["result"].chains[0]
+        self.assertEqual(chain.kind, "root", chain)
+        self.assertEqual(chain.root_kind, "frame")
+        self.assertTrue(chain.root.endswith("<plugin>:3, its globals"),
+                        chain.root)
+        self.assertEqual([step.how for step in chain.steps],
+                         ["global CACHE", "[0]"])
+
+    def test_lazy_object_in_sys_modules(self):
+        # Second s38 review, G8: an object in sys.modules whose
+        # __getattr__ raises ImportError does not break the search nor a
+        # leak check.
+        from tracemalloc import leaks
+
+        class Lazy:
+            def __getattr__(self, name):
+                raise ImportError(f"No module named 'plugin_{name}'")
+        sys.modules["_s38_lazy_plugins"] = Lazy()
+        self.addCleanup(sys.modules.pop, "_s38_lazy_plugins", None)
+        kept = []
+        chain = retention.retention_paths([kept]).chains
+        self.assertIsNotNone(chain)
+        held = []
+        report = leaks.check(lambda: held.append(bytearray(1000)))
+        self.assertTrue(report)
 
     def no_collection(self):
         enabled = gc.isenabled()

@@ -930,18 +930,17 @@ def _script_runner(path, args):
 
 
 class _StdoutToStderr:
-    """Send standard output to standard error until restore(): sys.stdout
-    and file descriptor 1 both, so that C code's writes follow too.  When
-    there is no descriptor 1 to save, only sys.stdout is redirected."""
+    """For leaks --json: from now on, file descriptor 1 is standard error,
+    for the target, its threads and its exit handlers alike, and the JSON
+    report goes to the real standard output through json_stream() alone.
+    While the target runs, sys.stdout is a stream of its own on a copy of
+    standard error (a target that closes it closes neither stream).  When
+    there is no descriptor 1 to save, the report goes to sys.stdout."""
 
     def __init__(self):
         self.stdout = sys.stdout
         self.saved_fd = None
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
+        _flush(sys.stdout, sys.stderr)
         try:
             self.saved_fd = os.dup(1)
             os.dup2(2, 1)
@@ -949,19 +948,41 @@ class _StdoutToStderr:
             if self.saved_fd is not None:
                 os.close(self.saved_fd)
             self.saved_fd = None
-        sys.stdout = sys.stderr
+        stream = None
+        try:
+            stream = open(os.dup(2), 'w', buffering=1,
+                          encoding=getattr(sys.stderr, 'encoding', None),
+                          errors='backslashreplace')
+        except (OSError, ValueError):
+            pass
+        sys.stdout = stream if stream is not None else sys.stderr
+        self.stream = stream
 
     def restore(self):
-        for stream in (sys.stdout, sys.stderr):
+        """After the target: sys.stdout is the original object again (its
+        descriptor 1 is standard error now)."""
+        _flush(sys.stdout, sys.stderr, self.stream)
+        if self.stream is not None:
             try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
+                self.stream.close()
+            except (OSError, ValueError):
                 pass
-        if self.saved_fd is not None:
-            os.dup2(self.saved_fd, 1)
-            os.close(self.saved_fd)
-            self.saved_fd = None
         sys.stdout = self.stdout
+
+    def json_stream(self):
+        """A stream on the real standard output, for the report."""
+        if self.saved_fd is None:
+            return sys.stdout
+        fd, self.saved_fd = self.saved_fd, None
+        return open(fd, 'w', encoding='utf-8')
+
+
+def _flush(*streams):
+    for stream in streams:
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
 
 
 def command_leaks(argv):
@@ -1059,9 +1080,12 @@ def command_leaks(argv):
     print(report.format(limit=options.limit), file=report_file, flush=True)
     if options.json:
         import json
+        stream = json_output.json_stream()
         json.dump(dict(report.as_dict(), schema="tracemalloc-leak-report",
-                       version=1), sys.stdout, indent=1)
-        print(flush=True)
+                       version=1), stream, indent=1)
+        print(file=stream, flush=True)
+        if stream is not sys.stdout:
+            stream.close()
     if options.html:
         # The graph shows the target's call paths, from the target's code
         # down: not the checker's or runpy's frames above them, nor what

@@ -150,8 +150,15 @@ def package_files():
     files = {os.path.join(_PACKAGE_DIRECTORY, name) for name in names
              if name.endswith('.py')}
     for name, module in list(modules.items()):
-        spec = getattr(module, '__spec__', None)
-        spec_name = getattr(spec, 'name', None) or name
+        try:
+            spec = getattr(module, '__spec__', None)
+            spec_name = getattr(spec, 'name', None) or name
+        except Exception:
+            # A lazy object in sys.modules whose __getattr__ imports (and
+            # raises ImportError): not tracemalloc's (s38 review, G8).
+            continue
+        if not isinstance(spec_name, str):
+            continue
         if spec_name == 'tracemalloc' or spec_name.startswith(
                 'tracemalloc.'):
             filename = getattr(module, '__file__', None)

@@ -694,6 +694,9 @@ _SCRIPT = r"""
           line(item, "under", (retention.holders - retention.chains.length) +
                " more holders not shown");
         }
+      } else if (site.retention_error) {
+        line(item, "chain", "held by: unknown: the search failed (" +
+             site.retention_error + ")");
       }
       list.appendChild(item);
     }

@@ -896,9 +896,12 @@ def _display_site(item, site):
     if location is not None:
         filename, lineno = location
     from tracemalloc import Traceback
-    return leaks.LeakSite(filename, lineno, site.sizes, site.counts,
-                          Traceback(_display_frames(item, site.traceback)),
-                          site.domain, site.retention)
+    shown = leaks.LeakSite(filename, lineno, site.sizes, site.counts,
+                           Traceback(_display_frames(item, site.traceback)),
+                           site.domain, site.retention)
+    # A search that failed is said in the message too (s38 review, G3).
+    shown.retention_error = getattr(site, 'retention_error', None)
+    return shown
 
 
 def _format_report(item, report):

@@ -302,7 +302,12 @@ def roots(skip_frames=None):
     # from a list around it (retention_paths() drops it from the chains).
     result = [("gc.garbage", "gc.garbage", [gc.garbage])]
     for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
+        try:
+            namespace = getattr(module, "__dict__", None)
+        except Exception:
+            # An object in sys.modules whose __getattr__ raises something
+            # else than AttributeError (a lazy namespace): no globals.
+            namespace = None
         if isinstance(namespace, dict):
             result.append(("module", f"module {name}", namespace))
     for cls in _all_classes():
@@ -329,6 +334,24 @@ def roots(skip_frames=None):
             result.append(("frame", where, namespace))
         if stack:
             result.append(("frame", where, _Stack(stack)))
+    # The globals of running frames that are no module's: code run by
+    # exec(code, globals, locals) keeps its globals there (s38 review, G5).
+    # f_globals is read as is, without copying anything into the frame.
+    known = {id(namespace) for _, _, namespace in result}
+    for ident, frame in sys._current_frames().items():
+        name = names.get(ident, ident)
+        while frame is not None:
+            namespace = frame.f_globals
+            code = frame.f_code
+            if id(namespace) not in known and code not in skip_frames:
+                known.add(id(namespace))
+                result.append((
+                    "frame-globals",
+                    f"thread {name}, frame {code.co_name}() at "
+                    f"{code.co_filename}:{frame.f_lineno}, its globals",
+                    namespace))
+            frame = frame.f_back
+        del frame
     return result
 
 
@@ -350,6 +373,18 @@ def _own_code():
 
 # ---- naming the steps --------------------------------------------------
 
+def _copied(view, parent):
+    """list(view(parent)): the items of a dict, list or tuple as they are
+    now.  The copy is one C call that other threads cannot interleave with
+    for a built-in container; [] if it changed size all the same."""
+    for _ in range(3):
+        try:
+            return list(view(parent))
+        except RuntimeError:
+            continue        # "changed size during iteration": try again
+    return []
+
+
 def _how(parent, child):
     """How PARENT refers to CHILD: a short string, '' if unknown.
 
@@ -359,13 +394,15 @@ def _how(parent, child):
     items() or __iter__ may hide or reorder what it holds, or fail."""
     cls = type(parent)
     if issubclass(cls, dict):
-        for key, value in dict.items(parent):
+        # A copy, made in C without running Python code: another thread
+        # may change the dict while the step is named (s38 review, G4).
+        for key, value in _copied(dict.items, parent):
             if value is child:
                 return f"[{_short_repr(key)}]"
         return "key"
     if issubclass(cls, (list, tuple)):
-        items = list.__iter__(parent) if issubclass(cls, list) \
-            else tuple.__iter__(parent)
+        items = _copied(list.__iter__ if issubclass(cls, list)
+                        else tuple.__iter__, parent)
         for index, value in enumerate(items):
             if value is child:
                 return f"[{index}]"
@@ -535,16 +572,20 @@ def _retention_paths(objects, max_chains):
     chains = []
     for (kind, root_index, chain, count, size, group_types, refcount,
          referrers) in groups:
+        step_kind = None
         if kind == "root":
             root_kind, root, _ = root_list[root_index]
             if root_kind == "gc.garbage":
                 chain = chain[1:]
+            elif root_kind == "frame-globals":
+                # A frame's globals: a frame root, whose names are globals.
+                root_kind, step_kind = "frame", "module"
             objects_on_chain = chain
         else:
             root_kind = root = None
             # The head object is the holder itself: a pseudo-namespace.
             objects_on_chain = (None,) + chain
-        steps = _steps(objects_on_chain, root_kind)
+        steps = _steps(objects_on_chain, step_kind or root_kind)
         if kind != "root":
             steps[0] = Step("", steps[0].type)
         chains.append(Chain(
