@@ -1195,8 +1195,9 @@ class ReportedRetentionTests(unittest.TestCase):
 
         self.assertChain(self.run_case(Leaky))
 
-    def test_pytest_failure(self):
-        import json
+    def pytest_harness(self):
+        """test_tracemalloc_pytest's harness, set up (its doCleanups() is
+        the caller's); the test skips as it does without pytest."""
         from test.test_tracemalloc_pytest import PytestHarness
 
         class Harness(PytestHarness, unittest.TestCase):
@@ -1207,6 +1208,11 @@ class ReportedRetentionTests(unittest.TestCase):
             harness.setUp()
         except unittest.SkipTest as skip:
             self.skipTest(str(skip))
+        return harness
+
+    def test_pytest_failure(self):
+        import json
+        harness = self.pytest_harness()
         try:
             with open(os.path.join(self.directory, self.name + ".py"),
                       encoding="utf-8") as source:
@@ -1245,16 +1251,7 @@ class ReportedRetentionTests(unittest.TestCase):
     def test_pytest_failed_search(self):
         # Second s38 review, G3: a search that fails is said in the
         # failure message, as in check()'s report and the JSON.
-        from test.test_tracemalloc_pytest import PytestHarness
-
-        class Harness(PytestHarness, unittest.TestCase):
-            def runTest(self):
-                pass
-        harness = Harness()
-        try:
-            harness.setUp()
-        except unittest.SkipTest as skip:
-            self.skipTest(str(skip))
+        harness = self.pytest_harness()
         try:
             harness.write("conftest.py", """\
                 import tracemalloc.retention as retention
