@@ -27,6 +27,8 @@
  *                                    cache and the line cache
  *  Python/tracemalloc_peak.c         per-node totals now and at the peak
  *  Python/tracemalloc_compact.c      compaction of the tree
+ *  Python/tracemalloc_startup.c      the startup options of on-demand
+ *                                    profiles and dumps, and their hook
  *  Python/tracemalloc_dumpover.c     the dump threshold: a pending call
  *                                    when traced memory crosses it
  *  Python/tracemalloc_sample.c       sampling mode: the countdowns, the
