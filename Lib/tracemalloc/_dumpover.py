@@ -16,9 +16,6 @@ one dump at a time.
 """
 
 import os
-import sys
-import threading
-import time
 
 from tracemalloc import _ondemand
 
@@ -218,36 +215,8 @@ def _start_dump(settings, what, after):
     try:
         snapshot = tracemalloc.take_snapshot()
         allocated = _ondemand._allocated_snapshot(tracemalloc)
-        _ondemand._counter += 1
-        path = pattern.format(
-            pid=os.getpid(), n=_ondemand._counter,
-            time=time.strftime('%Y%m%dT%H%M%SZ', time.gmtime()))
-        writer = threading.Thread(
-            target=_write,
-            args=(snapshot, allocated, format, path, busy, what, after),
-            name="tracemalloc-dump")
-        writer.start()
+        _ondemand._start_writer(snapshot, allocated, format, pattern, busy,
+                                what, after, "pprof")
     except BaseException:
         busy.release()
         raise
-
-
-def _write(snapshot, allocated, format, path, busy, what, after):
-    try:
-        if format != 'pprof':
-            kind = "snapshot"
-            _ondemand._write_private(path, snapshot.dump)
-        elif allocated is not None:
-            kind = "pprof (in use and allocated)"
-            _ondemand._write_private(path, lambda temporary: (
-                snapshot.dump_pprof(temporary, allocated=allocated)))
-        else:
-            kind = "pprof"
-            _ondemand._write_private(path, snapshot.dump_pprof)
-    except Exception as exc:
-        _ondemand._report(f"{what}: cannot write the profile to {path}: "
-                          f"{type(exc).__name__}: {exc}{after}")
-    else:
-        _ondemand._report(f"{what}: {kind} written to {path}{after}")
-    finally:
-        busy.release()

@@ -568,7 +568,6 @@ class _OnDemand:
                 pass
 
     def _dump(self, tracemalloc, stop):
-        global _counter
         name = _signal_name(self.signum)
         busy = _busy
         if not busy.acquire(blocking=False):
@@ -585,40 +584,54 @@ class _OnDemand:
                 note = (f"; tracing stopped after {elapsed:.1f} s")
             else:
                 note = "; tracing goes on"
-            _counter += 1
-            path = self.pattern.format(
-                pid=os.getpid(), n=_counter,
-                time=time.strftime('%Y%m%dT%H%M%SZ', time.gmtime()))
-            writer = threading.Thread(
-                target=self._write, args=(snapshot, allocated, path, busy,
-                                          note),
-                name="tracemalloc-dump")
-            writer.start()
+            _start_writer(snapshot, allocated, self.format, self.pattern,
+                          busy, name, note, "pprof (in use)")
         except BaseException:
             busy.release()
             raise
 
-    def _write(self, snapshot, allocated, path, busy, note):
-        name = _signal_name(self.signum)
-        try:
-            if self.format != 'pprof':
-                what = "snapshot"
-                _write_private(path, snapshot.dump)
-            elif (allocated is not None and 'allocated' in
-                    _keyword_parameters(type(snapshot).dump_pprof)):
-                what = "pprof (in use and allocated)"
-                _write_private(path, lambda temporary: snapshot.dump_pprof(
-                    temporary, allocated=allocated))
-            else:
-                what = "pprof (in use)"
-                _write_private(path, snapshot.dump_pprof)
-        except Exception as exc:
-            _report(f"{name}: cannot write the profile to {path}: "
-                    f"{type(exc).__name__}: {exc}{note}")
+
+def _start_writer(snapshot, allocated, format, pattern, busy, what, note,
+                  inuse_kind):
+    """Number the next profile, name it from *pattern* and write it from a
+    thread of its own ("tracemalloc-dump"), which releases *busy* (held by
+    the caller) when done and reports on stderr: "{what}: KIND written to
+    PATH{note}", KIND being "snapshot", "pprof (in use and allocated)"
+    with *allocated*, else *inuse_kind*.  The on-demand handler's and the
+    dump threshold's (tracemalloc._dumpover) profiles."""
+    global _counter
+    _counter += 1
+    path = pattern.format(
+        pid=os.getpid(), n=_counter,
+        time=time.strftime('%Y%m%dT%H%M%SZ', time.gmtime()))
+    writer = threading.Thread(
+        target=_write_profile,
+        args=(snapshot, allocated, format, path, busy, what, note,
+              inuse_kind),
+        name="tracemalloc-dump")
+    writer.start()
+
+
+def _write_profile(snapshot, allocated, format, path, busy, what, note,
+                   inuse_kind):
+    try:
+        if format != 'pprof':
+            kind = "snapshot"
+            _write_private(path, snapshot.dump)
+        elif allocated is not None:
+            kind = "pprof (in use and allocated)"
+            _write_private(path, lambda temporary: snapshot.dump_pprof(
+                temporary, allocated=allocated))
         else:
-            _report(f"{name}: {what} written to {path}{note}")
-        finally:
-            busy.release()
+            kind = inuse_kind
+            _write_private(path, snapshot.dump_pprof)
+    except Exception as exc:
+        _report(f"{what}: cannot write the profile to {path}: "
+                f"{type(exc).__name__}: {exc}{note}")
+    else:
+        _report(f"{what}: {kind} written to {path}{note}")
+    finally:
+        busy.release()
 
 
 def _remove_state_file():
