@@ -280,7 +280,10 @@ class MemoryErrorTest(unittest.TestCase):
         self.check(run(code))
 
     def test_startup_option(self):
+        # Exact tracing (PYTHONTRACEMALLOC), so that the profile's total is
+        # exact; the option alone samples, and its total is an estimate.
         self.check(run(self.CODE, env={
+            'PYTHONTRACEMALLOC': '5',
             'PYTHONTRACEMALLOCDUMPONMEMORYERROR': '1',
             'PYTHONTRACEMALLOCDUMP': self.pattern}))
 
