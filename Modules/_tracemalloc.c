@@ -100,6 +100,29 @@ untrack_atomic(PyObject *tuple)
     }
 }
 
+/* A new reference to the str of an engine string (a filename or a label
+   set), made once per export. */
+static PyObject *
+view_string(exporter *ex, const void *data, int kind, Py_ssize_t length)
+{
+    PyObject *key = PyLong_FromVoidPtr((void *)data);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *str = PyDict_GetItemWithError(ex->filenames, key);
+    if (str != NULL) {
+        Py_INCREF(str);
+    }
+    else if (!PyErr_Occurred()) {
+        str = PyUnicode_FromKindAndData(kind, data, length);
+        if (str != NULL && PyDict_SetItem(ex->filenames, key, str) < 0) {
+            Py_CLEAR(str);
+        }
+    }
+    Py_DECREF(key);
+    return str;
+}
+
 static PyObject *
 make_frame(exporter *ex, const void *data, int kind, Py_ssize_t length,
            int lineno)
@@ -109,22 +132,7 @@ make_frame(exporter *ex, const void *data, int kind, Py_ssize_t length,
         filename = PyUnicode_FromString("<unknown>");
     }
     else {
-        PyObject *key = PyLong_FromVoidPtr((void *)data);
-        if (key == NULL) {
-            return NULL;
-        }
-        filename = PyDict_GetItemWithError(ex->filenames, key);
-        if (filename != NULL) {
-            Py_INCREF(filename);
-        }
-        else if (!PyErr_Occurred()) {
-            filename = PyUnicode_FromKindAndData(kind, data, length);
-            if (filename != NULL
-                && PyDict_SetItem(ex->filenames, key, filename) < 0) {
-                Py_CLEAR(filename);
-            }
-        }
-        Py_DECREF(key);
+        filename = view_string(ex, data, kind, length);
     }
     if (filename == NULL) {
         return NULL;
@@ -380,12 +388,20 @@ done:
    uint64, index of its call context as uint32; native byte order).  About
    16 bytes per trace instead of a tuple of Python objects, built without
    creating one object per trace. */
+/* The THREADS argument of the builders below is a set of flags: with
+   EXPORT_THREADS, each call context's thread; with EXPORT_LABELS (which
+   implies it), also its label set. */
+#define EXPORT_THREADS 1
+#define EXPORT_LABELS 2
+
 typedef struct {
     exporter ex;
     uint32_t *index_by_node;    /* 1 + index into the lists; 0: none yet */
     PyObject *frames;           /* list of frames tuples */
     PyObject *totals;           /* list of total_nframe ints */
     PyObject *threads;          /* list of native thread ids, or None */
+    PyObject *labels;           /* list of label sets (str or None), or
+                                   None */
     PyObject *domains, *sizes, *indexes;    /* bytes */
     PyObject *weights;          /* bytes (doubles), or None */
 } columns;
@@ -412,12 +428,13 @@ columns_init(columns *c, const _PyTraceMalloc_CCTView *view, int threads,
     c->frames = PyList_New(0);
     c->totals = PyList_New(0);
     c->threads = threads ? PyList_New(0) : Py_NewRef(Py_None);
+    c->labels = threads & EXPORT_LABELS ? PyList_New(0) : Py_NewRef(Py_None);
     c->domains = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
     c->sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 8);
     c->indexes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 4);
     c->weights = Py_NewRef(Py_None);
     if (c->frames == NULL || c->totals == NULL || c->threads == NULL
-        || c->domains == NULL || c->sizes == NULL || c->indexes == NULL) {
+        || c->labels == NULL || c->domains == NULL || c->sizes == NULL || c->indexes == NULL) {
         return -1;
     }
     _PyTraceMalloc_AdviseBulk(PyBytes_AS_STRING(c->domains), count * 4);
@@ -440,6 +457,8 @@ static PyStructSequence_Field columns_fields[] = {
     {"indexes", "bytes: each trace's call context index, uint32"},
     {"weights", "bytes: each trace's weight in a sampled peak snapshot "
                 "(the blocks it stands for), double; else None"},
+    {"labels", "list: the label set of each call context (its canonical "
+               "str, or None), or None; not part of the tuple"},
     {NULL, NULL}
 };
 
@@ -455,15 +474,15 @@ static PyTypeObject ColumnsType;
 static PyObject *
 columns_record(PyObject *frames, PyObject *totals, PyObject *threads,
                PyObject *domains, PyObject *sizes, PyObject *indexes,
-               PyObject *weights)
+               PyObject *weights, PyObject *labels)
 {
     PyObject *record = PyStructSequence_New(&ColumnsType);
     if (record == NULL) {
         return NULL;
     }
-    PyObject *items[7] = {frames, totals, threads, domains, sizes, indexes,
-                          weights};
-    for (Py_ssize_t i = 0; i < 7; i++) {
+    PyObject *items[8] = {frames, totals, threads, domains, sizes, indexes,
+                          weights, labels};
+    for (Py_ssize_t i = 0; i < 8; i++) {
         PyStructSequence_SetItem(record, i, Py_NewRef(items[i]));
     }
     return record;
@@ -478,9 +497,10 @@ columns_fini(columns *c, int ok)
     if (ok) {
         result = columns_record(c->frames, c->totals, c->threads,
                                 c->domains, c->sizes, c->indexes,
-                                c->weights);
+                                c->weights, c->labels);
     }
     Py_XDECREF(c->weights);
+    Py_XDECREF(c->labels);
     Py_XDECREF(c->frames);
     Py_XDECREF(c->totals);
     Py_XDECREF(c->threads);
@@ -525,6 +545,18 @@ columns_index(columns *c, _PyTraceMalloc_Node node, uint32_t *index)
     if (c->threads != Py_None) {
         unsigned long thread = _PyTraceMalloc_NodeThread(&c->ex.view, node);
         if (append_new(c->threads, PyLong_FromUnsignedLong(thread)) < 0) {
+            return -1;
+        }
+    }
+    if (c->labels != Py_None) {
+        const void *data;
+        int kind;
+        Py_ssize_t length;
+        PyObject *label = _PyTraceMalloc_NodeLabel(&c->ex.view, node, &data,
+                                                   &kind, &length)
+                          ? view_string(&c->ex, data, kind, length)
+                          : Py_NewRef(Py_None);
+        if (append_new(c->labels, label) < 0) {
             return -1;
         }
     }
@@ -858,7 +890,7 @@ _tracemalloc__get_columns_impl(PyObject *module, int peak, int threads)
         if (empty != NULL && frames != NULL && totals != NULL
             && thread_ids != NULL) {
             result = columns_record(frames, totals, thread_ids, empty,
-                                    empty, empty, Py_None);
+                                    empty, empty, Py_None, Py_None);
         }
         Py_XDECREF(empty);
         Py_XDECREF(frames);
@@ -1844,6 +1876,101 @@ tracemalloc_get_allocated(PyObject *module, PyObject *args, PyObject *kwargs)
     return export_ex(EXPORT_ALLOCATED, threads, 1);
 }
 
+/* Written by hand, as start(): issue 33's labels. */
+PyDoc_STRVAR(tracemalloc_get_labelled__doc__,
+"_get_labelled($module, /, *, peak=False, allocated=False)\n"
+"--\n"
+"\n"
+"The columns of _get_columns(threads=True) (or of _get_allocated()), with\n"
+"one more list, the record's labels attribute: the label set of each call\n"
+"context, the canonical str that tracemalloc.label() made, or None.\n"
+"Private: use take_snapshot(labels=True).");
+
+static PyObject *
+tracemalloc_get_labelled(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"peak", "allocated", NULL};
+    int peak = 0, allocated = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$pp:_get_labelled",
+                                     keywords, &peak, &allocated)) {
+        return NULL;
+    }
+    if (!_Py_tracemalloc_config.tracing) {
+        if (allocated) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "the tracemalloc module must be tracing memory "
+                            "allocations to count them");
+            return NULL;
+        }
+        PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+        PyObject *frames = PyList_New(0), *totals = PyList_New(0);
+        PyObject *threads = PyList_New(0), *labels = PyList_New(0);
+        PyObject *result = NULL;
+        if (empty != NULL && frames != NULL && totals != NULL
+            && threads != NULL && labels != NULL) {
+            result = columns_record(frames, totals, threads, empty, empty,
+                                    empty, Py_None, labels);
+        }
+        Py_XDECREF(empty);
+        Py_XDECREF(frames);
+        Py_XDECREF(totals);
+        Py_XDECREF(threads);
+        Py_XDECREF(labels);
+        return result;
+    }
+    int which = allocated ? EXPORT_ALLOCATED : peak ? EXPORT_PEAK
+                                                    : EXPORT_LIVE;
+    return export_ex(which, EXPORT_THREADS | EXPORT_LABELS, 1);
+}
+
+PyDoc_STRVAR(tracemalloc_set_label_var__doc__,
+"_set_label_var($module, var, /)\n"
+"--\n"
+"\n"
+"The ContextVar whose value (a str, or None) is the current label set.\n"
+"Private: tracemalloc._labels gives it at import.");
+
+static PyObject *
+tracemalloc_set_label_var(PyObject *module, PyObject *var)
+{
+    if (_PyTraceMalloc_SetLabelVar(var) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(tracemalloc_label_switch__doc__,
+"_label_switch($module, /)\n"
+"--\n"
+"\n"
+"The current label set just changed: the running frames look at it again\n"
+"at their next allocation.  Private: tracemalloc.label() calls it.");
+
+static PyObject *
+tracemalloc_label_switch(PyObject *module, PyObject *unused)
+{
+    if (_PyTraceMalloc_LabelSwitch() < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(tracemalloc_set_task_hook__doc__,
+"_set_task_hook($module, hook, /)\n"
+"--\n"
+"\n"
+"Call hook(task, coro) in each new asyncio task's context (None: stop).\n"
+"Private: use tracemalloc.label_tasks().");
+
+static PyObject *
+tracemalloc_set_task_hook(PyObject *module, PyObject *hook)
+{
+    if (_PyTraceMalloc_SetTaskHook(hook) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(tracemalloc_is_tracing_allocations__doc__,
 "is_tracing_allocations($module, /)\n"
 "--\n"
@@ -1956,6 +2083,14 @@ static PyMethodDef module_methods[] = {
     _TRACEMALLOC__GET_OBJECT_TRACEBACK_METHODDEF
     {"_get_allocated", _PyCFunction_CAST(tracemalloc_get_allocated),
      METH_VARARGS | METH_KEYWORDS, tracemalloc_get_allocated__doc__},
+    {"_get_labelled", _PyCFunction_CAST(tracemalloc_get_labelled),
+     METH_VARARGS | METH_KEYWORDS, tracemalloc_get_labelled__doc__},
+    {"_set_label_var", tracemalloc_set_label_var, METH_O,
+     tracemalloc_set_label_var__doc__},
+    {"_label_switch", tracemalloc_label_switch, METH_NOARGS,
+     tracemalloc_label_switch__doc__},
+    {"_set_task_hook", tracemalloc_set_task_hook, METH_O,
+     tracemalloc_set_task_hook__doc__},
     {"_tracing_session", tracemalloc_tracing_session, METH_NOARGS,
      tracemalloc_tracing_session__doc__},
     {"_startup_dump_pattern", tracemalloc_startup_dump_pattern, METH_NOARGS,

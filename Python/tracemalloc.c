@@ -26,6 +26,7 @@
 #include "tracemalloc_tree.c"
 #include "tracemalloc_peak.c"
 #include "tracemalloc_framecache.c"
+#include "tracemalloc_labels.c"
 #include "tracemalloc_compact.c"
 #include "tracemalloc_hooks.c"
 #include "tracemalloc_dumpover.c"
@@ -263,6 +264,7 @@ void
 _PyTraceMalloc_Fini(void)
 {
     _PyTraceMalloc_Stop();
+    labels_fini();
     _Py_tracemalloc_config.initialized = TRACEMALLOC_FINALIZED;
 }
 

@@ -48,6 +48,16 @@ base_frame_is_incomplete(_PyInterpreterFrame *frame)
     return _PyFrame_IsIncomplete(frame);
 }
 
+/* Was FRAME entered from C (an evaluation loop started for it: a call
+   from C, a generator resumed by C, Context.run())?  The context may
+   change there (labels, tracemalloc_labels.c).  3.11 marks such a frame
+   itself (is_entry). */
+static inline int
+base_frame_entered_from_c(const _PyInterpreterFrame *frame)
+{
+    return frame->is_entry;
+}
+
 static inline PyCodeObject *
 base_frame_code(const _PyInterpreterFrame *frame)
 {

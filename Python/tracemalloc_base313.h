@@ -54,6 +54,17 @@ base_frame_is_incomplete(_PyInterpreterFrame *frame)
     return _PyFrame_IsIncomplete(frame);
 }
 
+/* Was FRAME entered from C (an evaluation loop started for it: a call
+   from C, a generator resumed by C, Context.run())?  The context may
+   change there (labels, tracemalloc_labels.c).  3.13 puts an entry
+   frame of the C stack (FRAME_OWNED_BY_CSTACK) under it. */
+static inline int
+base_frame_entered_from_c(const _PyInterpreterFrame *frame)
+{
+    const _PyInterpreterFrame *caller = frame->previous;
+    return caller != NULL && caller->owner == FRAME_OWNED_BY_CSTACK;
+}
+
 /* Only asked of complete frames, whose f_executable is a code object. */
 static inline PyCodeObject *
 base_frame_code(const _PyInterpreterFrame *frame)

@@ -114,7 +114,9 @@ compact_tree(void)
         }
         cct_node node = *node_at(id);
         node.parent = st.remap[node.parent];
-        node.hash = node_hash(node.parent, node.filename, node.lineno);
+        /* The label node is the node itself, or an ancestor: kept and
+           renumbered already (I13). */
+        node.label = node.label == id ? next : st.remap[node.label];
         if (node.filename != NULL) {
             ((cct_string *)node.filename)->marked = 1;
         }

@@ -27,6 +27,8 @@
  *                                    cache and the line cache
  *  Python/tracemalloc_peak.c         per-node totals now and at the peak
  *  Python/tracemalloc_compact.c      compaction of the tree
+ *  Python/tracemalloc_labels.c       context labels: label nodes from the
+ *                                    context's label set, at frame links
  *  Python/tracemalloc_startup.c      the startup options of on-demand
  *                                    profiles and dumps, and their hook
  *  Python/tracemalloc_dumpover.c     the dump threshold: a pending call
@@ -66,16 +68,20 @@ typedef struct cct_string {
     Py_hash_t hash;
     Py_ssize_t length;
     int kind;                   /* PyUnicode kind: 1, 2 or 4 */
-    int marked;                 /* named by a live node (compaction) */
+    uint8_t marked;             /* named by a live node (compaction) */
+    uint8_t is_label;           /* a label set, not a filename (labels) */
     char data[];
 } cct_string;
 
-/* A node of the tree: one call path, (parent, filename, line). */
+/* A node of the tree: one call path, (parent, filename, line).  A label
+   node (tracemalloc_labels.c) is (parent, label set, 0): its filename is a
+   string with is_label set, it counts no frame, and readers skip it. */
 typedef struct {
     _PyTraceMalloc_Node parent;
     int lineno;
     uint32_t depth;             /* frames on the path, this one included */
-    uint32_t hash;
+    _PyTraceMalloc_Node label;  /* the nearest label node on the path, this
+                                   one included; 0: none (I13) */
     const cct_string *filename; /* NULL: not a str, reported '<unknown>' */
 } cct_node;
 
@@ -276,6 +282,17 @@ static struct {
         int on_memory_error;        /* dump at the next MemoryError */
     } dumpover;
 
+    /* Context labels (tracemalloc_labels.c, issue 33 item 5).  Written
+       and read with the GIL.  var: the ContextVar whose value is the
+       current label set (a str, or None), given once by the package;
+       task_hook: the package's function that labels a new asyncio task,
+       or NULL.  (Whether labels were ever used: labels_used, an atomic of
+       tracemalloc_labels.c.) */
+    struct {
+        PyObject *var;
+        PyObject *task_hook;
+    } labels;
+
     /* Fault injection for the tests.  Protected by the engine lock
        (fail_barriers: by lock.foreign_lock). */
     struct {
@@ -371,6 +388,8 @@ static _PyTraceMalloc_Node node_intern(_PyTraceMalloc_Node parent,
                                        const cct_string *filename,
                                        int lineno, int *nomem);
 static const cct_string *string_intern(PyObject *filename, int *nomem);
+static const cct_string *string_intern_ex(PyObject *str, int is_label,
+                                          int *nomem);
 static _PyTraceMalloc_Node thread_root(PyThreadState *tstate, int *nomem);
 static void tree_free_unused(uint32_t nnodes);
 static void tree_reset(void);
@@ -383,6 +402,11 @@ static void framecache_release(void);
 static void cache_clear(uint32_t live_nodes);
 static size_t framecache_memory(void);
 static void generation_bump(void);
+
+/* tracemalloc_labels.c */
+static _PyTraceMalloc_Node label_parent(PyThreadState *tstate,
+                                        _PyTraceMalloc_Node parent);
+static inline int labels_in_use(void);
 
 /* tracemalloc_peak.c */
 static int peak_reserve(size_t need);

@@ -320,6 +320,10 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
     _PyInterpreterFrame *f = frame;
     _PyTraceMalloc_Node node = 0;
     int at_bottom = 1;
+    /* With labels, only the running segment is linked (I13): the pending
+       frames up to the first one entered from C. */
+    int labels = labels_in_use();
+    size_t segment = SIZE_MAX;
     while (f != NULL) {
         if ((f->tracemalloc_parent & ~(uint64_t)UINT32_MAX) == generation) {
             node = frame_node((uint32_t)f->tracemalloc_parent, f);
@@ -341,16 +345,36 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
             pending = bigger;
             cap *= 2;
         }
+        if (labels && segment == SIZE_MAX && base_frame_entered_from_c(f)) {
+            segment = npending;
+        }
         pending[npending++] = f;
         f = skip_incomplete(base_frame_caller(f));
     }
     if (at_bottom && !nomem) {
         node = thread_root(tstate, &nomem);
     }
+    if (labels && segment == SIZE_MAX) {
+        segment = npending - 1;
+    }
     while (!nomem && npending > 0) {
         f = pending[--npending];
-        f->tracemalloc_parent = generation | node;
         f->tracemalloc_last = LAST_NONE;
+        if (labels && npending > segment) {
+            /* An older segment: its node for the path, no link. */
+            f->tracemalloc_parent = 0;
+            node = frame_node(node, f);
+            nomem = node == UINT32_MAX;
+            continue;
+        }
+        if (labels && npending == segment) {
+            node = label_parent(tstate, node);
+            if (node == UINT32_MAX) {
+                nomem = 1;
+                break;
+            }
+        }
+        f->tracemalloc_parent = generation | node;
         node = frame_node(node, f);
         nomem = node == UINT32_MAX;
     }
@@ -389,6 +413,9 @@ current_node_unlinked(PyThreadState *tstate)
         }
         _PyTraceMalloc_Node parent = frame_node(
             (uint32_t)caller->tracemalloc_parent, caller);
+        if (parent != UINT32_MAX && labels_in_use()) {
+            parent = label_parent(tstate, parent);
+        }
         if (parent == UINT32_MAX) {
             return UINT32_MAX;
         }

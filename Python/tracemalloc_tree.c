@@ -107,6 +107,14 @@ string_index_grow(void)
 static const cct_string *
 string_intern(PyObject *filename, int *nomem)
 {
+    return string_intern_ex(filename, 0, nomem);
+}
+
+/* string_intern() of a filename (IS_LABEL 0) or of a label set (1): a
+   label set and a filename of the same characters are two strings. */
+static const cct_string *
+string_intern_ex(PyObject *filename, int is_label, int *nomem)
+{
     if (filename == NULL || !PyUnicode_Check(filename)
         || !PyUnicode_IS_READY(filename)) {
         return NULL;
@@ -115,12 +123,13 @@ string_intern(PyObject *filename, int *nomem)
     Py_ssize_t length = PyUnicode_GET_LENGTH(filename);
     const void *data = PyUnicode_DATA(filename);
     Py_ssize_t nbytes = length * kind;
-    Py_hash_t hash = string_hash(data, nbytes);
+    Py_hash_t hash = string_hash(data, nbytes) ^ is_label;
     if (tm.tree.string_index != NULL) {
         size_t i = (size_t)hash & tm.tree.string_index_mask;
         for (cct_string *s; (s = tm.tree.string_index[i]) != NULL;
              i = (i + 1) & tm.tree.string_index_mask) {
             if (s->hash == hash && s->kind == kind && s->length == length
+                && s->is_label == is_label
                 && memcmp(s->data, data, nbytes) == 0) {
                 return s;
             }
@@ -142,6 +151,7 @@ string_intern(PyObject *filename, int *nomem)
     s->length = length;
     s->kind = kind;
     s->marked = 0;
+    s->is_label = (uint8_t)is_label;
     memcpy(s->data, data, nbytes);
     s->next = tm.tree.storage.strings;
     tm.tree.storage.strings = s;
@@ -175,7 +185,8 @@ static void
 node_index_fill(uint32_t *index, size_t cap)
 {
     for (uint32_t id = 1; id < tm.tree.nnodes; id++) {
-        size_t i = node_at(id)->hash & (cap - 1);
+        const cct_node *n = node_at(id);
+        size_t i = node_hash(n->parent, n->filename, n->lineno) & (cap - 1);
         while (index[i] != 0) {
             i = (i + 1) & (cap - 1);
         }
@@ -225,8 +236,8 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
         for (uint32_t id; (id = tm.tree.node_index[i]) != 0;
              i = (i + 1) & tm.tree.node_index_mask) {
             cct_node *n = node_at(id);
-            if (n->hash == hash && n->parent == parent
-                && n->filename == filename && n->lineno == lineno) {
+            if (n->parent == parent && n->filename == filename
+                && n->lineno == lineno) {
                 return id;
             }
         }
@@ -250,9 +261,16 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
     cct_node *n = node_at(id);
     n->parent = parent;
     n->lineno = lineno;
-    n->depth = parent ? node_at(parent)->depth + 1
-                      : (filename == &thread_root_marker ? 0 : 1);
-    n->hash = hash;
+    if (filename != NULL && filename->is_label) {
+        /* A label node counts no frame, and is its own label (I13). */
+        n->depth = parent ? node_at(parent)->depth : 0;
+        n->label = id;
+    }
+    else {
+        n->depth = parent ? node_at(parent)->depth + 1
+                          : (filename == &thread_root_marker ? 0 : 1);
+        n->label = parent ? node_at(parent)->label : 0;
+    }
     n->filename = filename;
     peak_node_created(id);
     tm.tree.nnodes++;
@@ -407,7 +425,16 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
     if (n->depth == 0) {
         return 0;       /* a thread's root: the empty traceback */
     }
-    *parent = n->parent;
+    /* Label nodes show no frame: the parent is the nearest frame (I13). */
+    _PyTraceMalloc_Node up = n->parent;
+    while (up != 0) {
+        const cct_node *p = node_in((cct_node *const *)view->chunks, up);
+        if (p->filename == NULL || !p->filename->is_label) {
+            break;
+        }
+        up = p->parent;
+    }
+    *parent = up;
     *lineno = n->lineno;
     *depth = n->depth;
     if (n->filename != NULL) {
@@ -431,12 +458,37 @@ _PyTraceMalloc_NodeThread(const _PyTraceMalloc_CCTView *view,
 {
     while (node != 0) {
         const cct_node *n = node_in((cct_node *const *)view->chunks, node);
-        if (n->depth == 0) {
+        if (n->filename == &thread_root_marker) {
             return (unsigned long)n->lineno;
         }
         node = n->parent;
     }
     return 0;
+}
+
+/* The label set of NODE's path (its nearest label node): 1 and its
+   characters, or 0 when the path has none or an empty one (I13). */
+int
+_PyTraceMalloc_NodeLabel(const _PyTraceMalloc_CCTView *view,
+                         _PyTraceMalloc_Node node, const void **data,
+                         int *kind, Py_ssize_t *length)
+{
+    if (node == 0) {
+        return 0;
+    }
+    const cct_node *n = node_in((cct_node *const *)view->chunks, node);
+    if (n->label == 0) {
+        return 0;
+    }
+    const cct_string *s = node_in((cct_node *const *)view->chunks,
+                                  n->label)->filename;
+    if (s == NULL || s->length == 0) {
+        return 0;
+    }
+    *data = s->data;
+    *kind = s->kind;
+    *length = s->length;
+    return 1;
 }
 
 void

@@ -544,6 +544,27 @@ extern int _PyTraceMalloc_AllocCopy(_PyTraceMalloc_PeakGroup **groups,
 extern unsigned long _PyTraceMalloc_NodeThread(
     const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node);
 
+/* The label set of NODE's path: 1 and its characters (a str's kind and
+   data), or 0 when it has none (Python/tracemalloc_labels.c). */
+extern int _PyTraceMalloc_NodeLabel(const _PyTraceMalloc_CCTView *view,
+                                    _PyTraceMalloc_Node node,
+                                    const void **data, int *kind,
+                                    Py_ssize_t *length);
+/* Labels (Python/tracemalloc_labels.c): the ContextVar of the label set;
+   after the current label set changed, unlink the running frames so that
+   they look at the context again; the hook that labels new asyncio tasks
+   (None: none); and, called by _asyncio's Task.__init__ (patch), the
+   hook's call in the new task's CONTEXT.  Each -1 with an exception on
+   failure. */
+extern int _PyTraceMalloc_SetLabelVar(PyObject *var);
+extern int _PyTraceMalloc_LabelSwitch(void);
+extern int _PyTraceMalloc_SetTaskHook(PyObject *hook);
+PyAPI_FUNC(int) _PyTraceMalloc_TaskCreated(PyObject *task, PyObject *coro,
+                                           PyObject *context);
+/* And by Task.set_name(): the hook's call with coro None. */
+PyAPI_FUNC(int) _PyTraceMalloc_TaskRenamed(PyObject *task,
+                                           PyObject *context);
+
 /* ---- engine: Python/tracemalloc.c ------------------------------------- */
 /* start() and stop() raise (set an exception) on failure only. */
 extern int _PyTraceMalloc_Start(int max_nframe);

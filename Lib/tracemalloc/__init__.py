@@ -55,6 +55,10 @@ import _tracemalloc
 from _tracemalloc import (  # noqa: F401
     _get_columns, _get_object_traceback, _get_traces_ex,
 )
+from tracemalloc import _labels
+from tracemalloc._labels import (  # noqa: F401
+    get_labels, is_labelling_tasks, label, label_tasks,
+)
 
 
 def _get_traces(columns=False):
@@ -390,6 +394,14 @@ class Trace:
         was taken without threads=True."""
         return self._trace[4] if len(self._trace) > 4 else None
 
+    @property
+    def labels(self):
+        """The labels the block was allocated under (see label()), as a new
+        dict, or None if the snapshot was taken without labels=True."""
+        if len(self._trace) > 5:
+            return _labels.decode(self._trace[5])
+        return None
+
     def __eq__(self, other):
         if not isinstance(other, Trace):
             return NotImplemented
@@ -420,13 +432,17 @@ class _Columns:
     """
 
     __slots__ = ('frames', 'total_nframe', 'threads', 'domains', 'sizes',
-                 'indexes', 'weights', '_totals', '_totals_sample')
+                 'indexes', 'weights', 'labels', '_totals', '_totals_sample')
 
     def __init__(self, frames, total_nframe, threads, domains, sizes,
-                 indexes, weights=None):
+                 indexes, weights=None, labels=None):
         self.frames = frames
         self.total_nframe = total_nframe
         self.threads = threads
+        # take_snapshot(labels=True): the label set of each call context,
+        # its canonical str or None (see _labels); threads are then given
+        # too.  Else None.
+        self.labels = labels
         self.domains = domains
         self.sizes = sizes
         self.indexes = indexes
@@ -439,13 +455,13 @@ class _Columns:
 
     @classmethod
     def _from_export(cls, frames, total_nframe, threads, domains, sizes,
-                     indexes, weights=None):
+                     indexes, weights=None, labels=None):
         # The export's columns are bytes in native order.
         if weights is not None:
             weights = memoryview(weights).cast('d')
         return cls(frames, total_nframe, threads,
                    memoryview(domains).cast('I'), memoryview(sizes).cast('Q'),
-                   memoryview(indexes).cast('I'), weights)
+                   memoryview(indexes).cast('I'), weights, labels)
 
     def __reduce__(self):
         # Pickling and copy.deepcopy(): the buffers as arrays (memoryviews
@@ -458,7 +474,9 @@ class _Columns:
                            else list(self.threads),
                            _array('I', self.domains),
                            _array('Q', self.sizes),
-                           _array('I', self.indexes), weights))
+                           _array('I', self.indexes), weights,
+                           None if self.labels is None
+                           else list(self.labels)))
 
     def __len__(self):
         return len(self.indexes)
@@ -468,7 +486,9 @@ class _Columns:
         tb = self.indexes[i]
         raw = (self.domains[i], self.sizes[i], self.frames[tb],
                self.total_nframe[tb])
-        if self.threads is not None:
+        if self.labels is not None:
+            raw += (self.threads[tb], self.labels[tb])
+        elif self.threads is not None:
             raw += (self.threads[tb],)
         return raw
 
@@ -480,10 +500,14 @@ class _Columns:
                    map(self.total_nframe.__getitem__, indexes)]
         if self.threads is not None:
             columns.append(map(self.threads.__getitem__, indexes))
+        if self.labels is not None:
+            columns.append(map(self.labels.__getitem__, indexes))
         return zip(*columns)
 
     def traces(self):
         """The list of raw trace tuples, as _get_traces_ex() gives it."""
+        if self.labels is not None:
+            return list(self.iter_traces())
         return _tracemalloc._traces_from_columns(
             self.frames, self.total_nframe, self.threads, self.domains,
             self.sizes, self.indexes)
@@ -537,7 +561,7 @@ class _Columns:
                         _array('I', _compress(self.domains, keep)),
                         _array('Q', _compress(self.sizes, keep)),
                         _array('I', _compress(self.indexes, keep)),
-                        weights)
+                        weights, self.labels)
 
 
 class _Traces(Sequence):
@@ -586,7 +610,8 @@ class _Traces(Sequence):
         # _Columns, or None if the traces are a list (form 3).
         data = self._data
         if type(data) is _tracemalloc.SnapshotColumns:
-            data = self._data = _Columns._from_export(*data)
+            data = self._data = _Columns._from_export(*data,
+                                                      labels=data.labels)
         return data if type(data) is _Columns else None
 
     @property
@@ -1027,13 +1052,16 @@ class Snapshot:
 
     def _group_by(self, key_type, cumulative):
         """Return {Traceback: Statistic} for the given grouping."""
-        if key_type not in ('traceback', 'filename', 'lineno', 'thread'):
+        if key_type not in ('traceback', 'filename', 'lineno', 'thread',
+                            'label'):
             raise ValueError(f"unknown key_type: {key_type!r}")
         if cumulative and key_type not in ('lineno', 'filename'):
             raise ValueError(f"cumulative mode cannot by used "
                              f"with key type {key_type!r}")
         if key_type == 'thread':
             return self._group_by_thread()
+        if key_type == 'label':
+            return self._group_by_context('labels', 5, _label_key)
 
         if key_type == 'traceback':
             def keys_of(frames):
@@ -1072,28 +1100,37 @@ class Snapshot:
         return _statistics(totals, lambda key: key)
 
     def _group_by_thread(self):
+        return self._group_by_context('threads', 4, self._thread_key)
+
+    def _group_by_context(self, column, item, key_of):
+        """{Traceback: Statistic} grouped by what each call context records
+        beside its frames: its thread (column 'threads', item 4 of a raw
+        trace) or its label set ('labels', item 5); key_of(value) is the
+        one-frame traceback that stands for a value."""
         columns = getattr(self.traces, '_columns', None)
         sample = getattr(self, 'sample', None)
         if columns is not None:
-            # Per call context: a context belongs to one thread.
+            # Per call context: a context has one thread and one label set.
             sizes, counts = columns.context_totals(sample)
-            threads = columns.threads or [None] * len(columns.frames)
-            per_thread = zip(threads, sizes, counts)
+            values = (getattr(columns, column)
+                      or [None] * len(columns.frames))
+            per_value = zip(values, sizes, counts)
         elif sample is not None:
-            per_thread = []
+            per_value = []
             for trace in self.traces._traces:
                 weight = sample_weight(trace[1], sample)
-                per_thread.append((trace[4] if len(trace) > 4 else None,
-                                   trace[1] * weight, weight))
-            totals = _sum_by_key(per_thread)
+                per_value.append((trace[item] if len(trace) > item else None,
+                                  trace[1] * weight, weight))
+            totals = _sum_by_key(per_value)
             totals = {key: _rounded_estimate(size, count)
                       for key, (size, count) in totals.items()}
-            return _statistics(totals, self._thread_key)
+            return _statistics(totals, key_of)
         else:
-            per_thread = ((trace[4] if len(trace) > 4 else None, trace[1], 1)
-                          for trace in self.traces._traces)
-        totals = _sum_by_key(row for row in per_thread if row[2])
-        return _statistics(totals, self._thread_key)
+            per_value = ((trace[item] if len(trace) > item else None,
+                          trace[1], 1)
+                         for trace in self.traces._traces)
+        totals = _sum_by_key(row for row in per_value if row[2])
+        return _statistics(totals, key_of)
 
     def _has_threads(self):
         """Whether the traces record their thread (take_snapshot(
@@ -1104,40 +1141,48 @@ class Snapshot:
         return any(len(trace) > 4 for trace in self.traces._traces)
 
     def _traceback_thread_statistics(self):
-        """[(Statistic, thread)]: the statistics by traceback, one per
-        (traceback, thread) pair; thread is a native id or None.  Sampled
-        snapshots give their estimates, rounded per pair."""
+        """[(Statistic, thread, label)]: the statistics by traceback, one
+        per (traceback, thread, label set) triple; thread is a native id or
+        None, label set a canonical str (see _labels) or None.  Sampled
+        snapshots give their estimates, rounded per triple."""
         columns = getattr(self.traces, '_columns', None)
         sample = getattr(self, 'sample', None)
         if columns is not None:
             sizes, counts = columns.context_totals(sample)
-            threads = columns.threads or [None] * len(columns.frames)
-            rows = zip(zip(columns.frames, threads), sizes, counts)
+            nothing = [None] * len(columns.frames)
+            keys = zip(columns.frames, columns.threads or nothing,
+                       columns.labels or nothing)
+            rows = zip(keys, sizes, counts)
             totals = _sum_by_key(row for row in rows if row[2])
         else:
             rows = []
             for trace in self.traces._traces:
                 thread = trace[4] if len(trace) > 4 else None
+                label = trace[5] if len(trace) > 5 else None
                 weight = (1 if sample is None
                           else sample_weight(trace[1], sample))
-                rows.append(((trace[2], thread), trace[1] * weight, weight))
+                rows.append(((trace[2], thread, label), trace[1] * weight,
+                             weight))
             totals = _sum_by_key(rows)
             if sample is not None:
                 totals = {key: _rounded_estimate(size, count)
                           for key, (size, count) in totals.items()}
         result = []
-        for (frames, thread), (size, count) in totals.items():
+        for (frames, thread, label), (size, count) in totals.items():
             result.append((Statistic(Traceback(frames), size, count),
-                           thread))
+                           thread, label))
         return result
 
     def statistics(self, key_type, cumulative=False):
         """Return a list of Statistic objects grouped by *key_type*.
 
-        *key_type* is 'filename', 'lineno', 'traceback' or 'thread' (the
-        fork's addition, for snapshots taken with threads=True: one
-        Statistic per thread, whose traceback is the single frame
-        ('<thread NAME>', native thread id)).  With *cumulative*
+        *key_type* is 'filename', 'lineno', 'traceback', 'thread' or
+        'label' (the fork's additions.  'thread', for snapshots taken with
+        threads=True: one Statistic per thread, whose traceback is the
+        single frame ('<thread NAME>', native thread id).  'label', for
+        snapshots taken with labels=True: one Statistic per label set,
+        whose traceback is the single frame ('<label k=v, ...>', 0), or
+        ('<no label>', 0)).  With *cumulative*
         (only for 'filename' and 'lineno'), every frame of a traceback is
         credited, not only the most recent one.  Biggest first.
         """
@@ -1162,6 +1207,14 @@ class Snapshot:
         diffs = _compare_grouped_stats(old_group, new_group)
         diffs.sort(reverse=True, key=StatisticDiff._sort_key)
         return diffs
+
+
+def _label_key(text):
+    """The one-frame Traceback that stands for a label set (canonical str
+    or None) in statistics('label')."""
+    if text is None:
+        return (('<no label>', 0),)
+    return ((f'<label {_labels.format_labels(text)}>', 0),)
 
 
 def _sampling_text(sample):
@@ -1195,7 +1248,8 @@ def _live_thread_names():
     return names
 
 
-def take_snapshot(*, peak=False, threads=False, allocated=False):
+def take_snapshot(*, peak=False, threads=False, allocated=False,
+                  labels=False):
     """Return a Snapshot of the traces of the currently allocated blocks.
 
     The fork's additions: with *peak*, the snapshot holds the blocks that
@@ -1212,6 +1266,10 @@ def take_snapshot(*, peak=False, threads=False, allocated=False):
     allocated between them.  Each traceback is one or two weighted traces,
     whatever the number of blocks (see "Allocation profiles" in the
     documentation).
+
+    With *labels*, every trace records the labels it was allocated under
+    (Trace.labels, see label()), and its thread as with *threads*;
+    statistics('label') groups by label set.
 
     Under sampling, the peak is the highest value that the estimate of
     traced memory reached: an upper bound of the true peak, whose excess
@@ -1232,7 +1290,11 @@ def take_snapshot(*, peak=False, threads=False, allocated=False):
     # _get_columns() only when needed: the first call of a C function with
     # keywords makes a tuple of their names, which would come from the
     # program's free list.
-    if allocated:
+    if labels:
+        traces = _tracemalloc._get_labelled(peak=bool(peak),
+                                            allocated=bool(allocated))
+        threads = True
+    elif allocated:
         traces = _tracemalloc._get_allocated(threads=bool(threads))
     elif peak or threads:
         traces = _get_columns(peak=bool(peak), threads=bool(threads))

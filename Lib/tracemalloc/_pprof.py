@@ -374,21 +374,33 @@ def _thread_label(profile, snapshot, thread):
             + profile.label(THREAD_ID_LABEL_KEY, str(thread)))
 
 
+def _context_labels(profile, text):
+    """The Sample.label fields of a label set (tracemalloc.label(): a
+    canonical str, or None: none)."""
+    if text is None:
+        return b''
+    from tracemalloc import _labels
+    return b''.join(profile.label(key, value)
+                    for key, value in _labels.decode(text).items())
+
+
 def _rows(snapshot):
-    """[(Statistic, thread)] of *snapshot* by traceback: by (traceback,
-    thread) when its traces record their thread, else thread None."""
+    """[(Statistic, thread, label set)] of *snapshot* by traceback: by
+    (traceback, thread, label set) when its traces record their thread
+    (and labels), else thread and label set None."""
     if snapshot._has_threads():
         return snapshot._traceback_thread_statistics()
-    return [(stat, None) for stat in snapshot.statistics('traceback')]
+    return [(stat, None, None) for stat in snapshot.statistics('traceback')]
 
 
 def _add_samples(profile, snapshot, sign, encoded_labels):
     limit = _traceback_limit(snapshot)
-    for stat, thread in _rows(snapshot):
+    for stat, thread, label in _rows(snapshot):
         values = (sign * _checked_value(stat.count, 'count'),
                   sign * _checked_value(stat.size, 'size'))
         _add_sample(profile, stat.traceback, limit, values,
-                    encoded_labels + _thread_label(profile, snapshot, thread))
+                    encoded_labels + _thread_label(profile, snapshot, thread)
+                    + _context_labels(profile, label))
 
 
 def _add_allocation_samples(profile, snapshot, allocated):
@@ -398,17 +410,19 @@ def _add_allocation_samples(profile, snapshot, allocated):
     rows = {}
     names = {}
     for first, source in ((0, allocated), (2, snapshot)):
-        for stat, thread in _rows(source):
-            row = rows.setdefault((stat.traceback, thread), [0, 0, 0, 0])
+        for stat, thread, label in _rows(source):
+            row = rows.setdefault((stat.traceback, thread, label),
+                                  [0, 0, 0, 0])
             row[first] = _checked_value(stat.count, 'count')
             row[first + 1] = _checked_value(stat.size, 'size')
             if thread is not None and thread not in names:
                 names[thread] = source
     limit = _traceback_limit(snapshot)
-    for (traceback, thread), values in rows.items():
+    for (traceback, thread, label), values in rows.items():
         labels = (_thread_label(profile, names[thread], thread)
                   if thread is not None else b'')
-        _add_sample(profile, traceback, limit, values, labels)
+        _add_sample(profile, traceback, limit, values,
+                    labels + _context_labels(profile, label))
 
 
 def encode(snapshot, *, base=None, allocated=None):

@@ -20,6 +20,12 @@ Version 2, written by dump():
           "threads": [int, ...] or null,       one per call context, for
                                                 snapshots taken with
                                                 threads=True
+          "labels": [str or null, ...]         optional: one per call
+                                                context, its label set
+                                                (tracemalloc.label(): the
+                                                canonical str), for
+                                                snapshots taken with
+                                                labels=True
           "count": int,                        the number of traces
           "attributes": {name: value, ...},    extra snapshot attributes
           "domains": "zero",                   optional: every domain is
@@ -49,7 +55,8 @@ header:
                  "size": [int, ...],            all of the same length
                  "traceback": [int, ...],       (index into tracebacks)
                  "total_nframe": [int or null, ...],
-                 "thread": [int, ...]},         only with threads=True
+                 "thread": [int, ...],          only with threads=True
+                 "label": [str or null, ...]},  only with labels=True
       "attributes": {name: value, ...}
     }
 
@@ -102,6 +109,16 @@ def _check_column(name, column, allowed_types):
     if unexpected:
         kinds = ", ".join(sorted(t.__name__ for t in unexpected))
         raise _SnapshotError(f"{name} holds values of type {kinds}")
+
+
+def _check_labels(name, column):
+    """A column of label sets: canonical strs (see tracemalloc._labels) or
+    None."""
+    from tracemalloc import _labels
+    _check_column(name, column, {str, type(None)})
+    for text in set(column) - {None}:
+        if not _labels.is_canonical(text):
+            raise _SnapshotError(f"{name} holds a malformed label set")
 
 
 def _encode_value(value):
@@ -163,10 +180,15 @@ def _decode_value(data):
 
 def _check_traces(traces):
     lengths = set(map(len, traces))
-    if traces and lengths != {4} and lengths != {5}:
+    if traces and lengths not in ({4}, {5}, {6}):
         raise TypeError("cannot dump snapshot: traces must be "
                         "(domain, size, frames, total_nframe) tuples, "
-                        "or all have the allocating thread as a fifth item")
+                        "or all have the allocating thread as a fifth item "
+                        "(and all their label set as a sixth)")
+    if lengths == {6} and set(map(type, map(itemgetter(5), traces))) - {
+            str, type(None)}:
+        raise TypeError("cannot dump snapshot: trace label holds values "
+                        "that are not str or None")
     return lengths
 
 
@@ -231,22 +253,25 @@ def _columns_from_traces(traces):
         frames_index[id(frames)] = by_value.setdefault(frames, len(by_value))
     frames_list = list(by_value)
     contexts = {}
-    if lengths == {5}:
+    if lengths in ({5}, {6}):
         if set(map(type, map(itemgetter(4), traces))) - {int}:
             raise TypeError("cannot dump snapshot: trace thread holds "
                             "values that are not int")
         keys = zip(map(frames_index.__getitem__, map(id, map(
-            itemgetter(2), traces))), map(itemgetter(3), traces),
-            map(itemgetter(4), traces))
+            itemgetter(2), traces))), *(map(itemgetter(i), traces)
+                                        for i in range(3, max(lengths))))
     else:
         keys = zip(map(frames_index.__getitem__, map(id, map(
             itemgetter(2), traces))), map(itemgetter(3), traces))
     indexes = array('I', [contexts.setdefault(key, len(contexts))
                           for key in keys])
+    with_threads = lengths in ({5}, {6})
     return _Columns([frames_list[key[0]] for key in contexts],
                     [key[1] for key in contexts],
-                    [key[2] for key in contexts] if lengths == {5} else None,
-                    domains, sizes, indexes)
+                    [key[2] for key in contexts] if with_threads else None,
+                    domains, sizes, indexes, None,
+                    [key[3] for key in contexts] if lengths == {6}
+                    else None)
 
 
 def _little_endian(column, typecode):
@@ -308,6 +333,13 @@ def _encode_v2(snapshot, columns):
         domains = _little_endian(columns.domains, 'I')
     if columns.weights is not None:
         document["weights"] = [float(weight) for weight in columns.weights]
+    if getattr(columns, 'labels', None) is not None:
+        labels = list(columns.labels)
+        try:
+            _check_column("label", labels, {str, type(None)})
+        except _SnapshotError as exc:
+            raise TypeError(f"cannot dump snapshot: trace {exc}") from None
+        document["labels"] = labels
     if narrow_sizes is not None:
         document["size_bytes"] = 4
         sizes = narrow_sizes
@@ -369,9 +401,12 @@ def _encode_v1(snapshot):
     }
     checks = [("domain", {int}), ("size", {int}),
               ("total_nframe", {int, type(None)})]
-    if lengths == {5}:
+    if lengths in ({5}, {6}):
         columns["thread"] = list(map(itemgetter(4), traces))
         checks.append(("thread", {int}))
+    if lengths == {6}:
+        columns["label"] = list(map(itemgetter(5), traces))
+        checks.append(("label", {str, type(None)}))
     for name, allowed in checks:
         try:
             _check_column(name, columns[name], allowed)
@@ -575,7 +610,7 @@ def _decode_document_v2(document, columns_data):
     traceback_limit, attributes), traces a _Traces over _Columns."""
     expected_keys = {"traceback_limit", "filenames", "frames", "tracebacks",
                      "total_nframe", "threads", "count", "attributes"}
-    optional_keys = {"domains", "size_bytes", "weights"}
+    optional_keys = {"domains", "size_bytes", "weights", "labels"}
     if (type(document) is not dict or not expected_keys <= set(document)
             or set(document) - expected_keys - optional_keys):
         raise _SnapshotError("unexpected document layout")
@@ -615,8 +650,14 @@ def _decode_document_v2(document, columns_data):
     if threads is not None:
         _check_column("threads", threads, {int})
         _check_non_negative("threads", threads)
+    labels = document.get("labels")
+    if labels is not None:
+        _check_labels("labels", labels)
+        if threads is None:
+            raise _SnapshotError("labels without threads")
     if len(total_nframe) != len(tracebacks) or (
-            threads is not None and len(threads) != len(tracebacks)):
+            threads is not None and len(threads) != len(tracebacks)) or (
+            labels is not None and len(labels) != len(tracebacks)):
         raise _SnapshotError("per-traceback lists differ in length")
 
     count = document["count"]
@@ -654,7 +695,7 @@ def _decode_document_v2(document, columns_data):
                for size, weight in zip(sizes, weights)):
             raise _SnapshotError("a weight makes an estimate out of range")
     columns = _Columns(frames_list, total_nframe, threads, domains, sizes,
-                       indexes, weights)
+                       indexes, weights, labels)
     try:
         # Checks every index (and keeps the totals for statistics()).
         columns.context_totals()
@@ -733,6 +774,8 @@ def _decode_document(document):
     names = ("domain", "size", "traceback", "total_nframe")
     if type(columns) is dict and "thread" in columns:
         names += ("thread",)
+        if "label" in columns:
+            names += ("label",)
     if type(columns) is not dict or set(columns) != set(names):
         raise _SnapshotError("unexpected traces layout")
     _check_column("domain", columns["domain"], {int})
@@ -750,6 +793,8 @@ def _decode_document(document):
     if "thread" in columns:
         _check_column("thread", columns["thread"], {int})
         _check_non_negative("thread", columns["thread"])
+    if "label" in columns:
+        _check_labels("label", columns["label"])
     traces = list(zip(columns["domain"], columns["size"],
                       map(frames_table.__getitem__, traceback_ids),
                       *(columns[name] for name in names[3:])))

@@ -56,6 +56,7 @@ OURS = [
     "test.test_tracemalloc_pprof",  # each reader skips when missing
     "test.test_tracemalloc_attach",  # issue 33 items 1, 2; readers skip when missing
     "test.test_tracemalloc_allocations",  # issue 33 item 3
+    "test.test_tracemalloc_labels",  # issue 33 item 5
     "test.test_tracemalloc_dumpover",  # issue 33 item 4
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
     "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
