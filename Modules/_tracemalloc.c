@@ -1923,6 +1923,38 @@ tracemalloc_get_labelled(PyObject *module, PyObject *args, PyObject *kwargs)
     return export_ex(which, EXPORT_THREADS | EXPORT_LABELS, 1);
 }
 
+PyDoc_STRVAR(tracemalloc_get_object_labels__doc__,
+"_get_object_labels($module, obj, /)\n"
+"--\n"
+"\n"
+"The label set (canonical str) under which obj was allocated, '' if none,\n"
+"or None if it is not traced.  Private: use get_object_labels().");
+
+static PyObject *
+tracemalloc_get_object_labels(PyObject *module, PyObject *obj)
+{
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_CCTView view;
+    if (!_PyTraceMalloc_GetTraceNode(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                     _PyTraceMalloc_ObjectBlock(obj), &node,
+                                     &view)) {
+        Py_RETURN_NONE;
+    }
+    /* The view is pinned: read, then unpin. */
+    const void *data;
+    int kind;
+    Py_ssize_t length;
+    PyObject *result;
+    if (_PyTraceMalloc_NodeLabel(&view, node, &data, &kind, &length)) {
+        result = PyUnicode_FromKindAndData(kind, data, length);
+    }
+    else {
+        result = PyUnicode_FromStringAndSize(NULL, 0);
+    }
+    _PyTraceMalloc_CCTUnpin();
+    return result;
+}
+
 PyDoc_STRVAR(tracemalloc_set_label_var__doc__,
 "_set_label_var($module, var, /)\n"
 "--\n"
@@ -2085,6 +2117,8 @@ static PyMethodDef module_methods[] = {
      METH_VARARGS | METH_KEYWORDS, tracemalloc_get_allocated__doc__},
     {"_get_labelled", _PyCFunction_CAST(tracemalloc_get_labelled),
      METH_VARARGS | METH_KEYWORDS, tracemalloc_get_labelled__doc__},
+    {"_get_object_labels", tracemalloc_get_object_labels, METH_O,
+     tracemalloc_get_object_labels__doc__},
     {"_set_label_var", tracemalloc_set_label_var, METH_O,
      tracemalloc_set_label_var__doc__},
     {"_label_switch", tracemalloc_label_switch, METH_NOARGS,

@@ -50,6 +50,13 @@ free-list reuse), 36 (free-list reuse at another line, start(sample=1)),
 compaction); sampling seeds 1 and 4 (allocator calls and a worker
 thread's churn, five tallied steps each).
 
+Labels (issue 33 item 5): the seeds of LABEL_EXACT_SEEDS run their
+object steps in tracemalloc.label() blocks on the fork (a stand-in that
+does the same with two ContextVars on pristine): nested labels, a
+compaction inside a label, objects made by a callee.  Every live trace
+must be pristine's (labels change no traceback), and every held object
+must have its label's set (get_object_labels()).
+
 A seed that mismatches on the engine of today fails its test with the
 seed, the shrunk list of steps and the diff.
 """
@@ -98,12 +105,17 @@ SAMPLING_SEEDS = [0, 2, 4]
 # allocations=True (issue 33): (seed, steps)
 ALLOC_EXACT_SEEDS = [(31, 12), (35, 12), (36, 12), (37, 12), (41, 12)]
 ALLOC_SAMPLING_SEEDS = [(1, 24), (4, 24)]
+# labels (issue 33 item 5): (seed, steps), with object steps in label()
+# blocks, nested, with a compaction or a callee inside
+LABEL_EXACT_SEEDS = [(13, 25), (22, 25), (15, 25)]
 
 
 class Args:
     def __init__(self, mode, pristine=None, pythonmalloc=None,
-                 allocations=None, steps=12):
+                 allocations=None, steps=12, labels=False):
         self.mode = mode
+        # False: the programs of the seeds above stay what they were
+        self.labels = labels
         # None: the seed's own choice (off for the seeds found before
         # issue 33, whose programs stay what they were)
         self.allocations = allocations
@@ -146,8 +158,8 @@ def _allocations_supported():
 class DifferentialTest(unittest.TestCase):
 
     def fuzz(self, seed, mode, pristine=None, pythonmalloc=None,
-             allocations=None, steps=12):
-        args = Args(mode, pristine, pythonmalloc, allocations, steps)
+             allocations=None, steps=12, labels=False):
+        args = Args(mode, pristine, pythonmalloc, allocations, steps, labels)
         with tempfile.TemporaryDirectory(prefix="fuzzdiff") as tmpdir:
             report = FUZZ.fuzz_one(seed, args, tmpdir)
         if report is not None:
@@ -189,6 +201,17 @@ class DifferentialTest(unittest.TestCase):
         for seed, steps in ALLOC_SAMPLING_SEEDS:
             with self.subTest(seed=seed):
                 self.fuzz(seed, "sampling", allocations=True, steps=steps)
+
+    def test_labels_exact(self):
+        pristine, why = _pristine()
+        if pristine is None:
+            self.skipTest(f"no pristine CPython to compare with: {why}")
+        import tracemalloc
+        if not hasattr(tracemalloc, "label"):
+            self.skipTest("the engine has no labels")
+        for seed, steps in LABEL_EXACT_SEEDS:
+            with self.subTest(seed=seed):
+                self.fuzz(seed, "exact", pristine, labels=True, steps=steps)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from _tracemalloc import (  # noqa: F401
 )
 from tracemalloc import _labels
 from tracemalloc._labels import (  # noqa: F401
-    get_labels, is_labelling_tasks, label, label_tasks,
+    get_labels, get_object_labels, is_labelling_tasks, label, label_tasks,
 )
 
 

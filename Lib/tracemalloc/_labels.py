@@ -25,13 +25,32 @@ import functools
 
 import _tracemalloc
 
-__all__ = ['label', 'get_labels', 'label_tasks', 'is_labelling_tasks']
+__all__ = ['label', 'get_labels', 'get_object_labels', 'label_tasks',
+           'is_labelling_tasks']
 
-# The current label set (canonical str, or None) and, for nesting, the
-# stack of the sets that each open label() replaced: (outer stack, set).
+# The current label set: its canonical str (or None), which the engine
+# reads, and the same as a dict (or None), which label() and get_labels()
+# read; and, for nesting, the stack of what each open label() replaced:
+# (outer stack, str, dict).
 _current = contextvars.ContextVar('tracemalloc.label', default=None)
+_current_dict = contextvars.ContextVar('tracemalloc.label_dict',
+                                       default=None)
 _replaced = contextvars.ContextVar('tracemalloc.label_stack', default=None)
 _tracemalloc._set_label_var(_current)
+
+
+def _current_labels():
+    """The current labels as a dict, not to be changed (None: none)."""
+    labels = _current_dict.get()
+    if labels is None and _current.get() is not None:
+        labels = decode(_current.get())
+    return labels
+
+
+def _set_current(labels):
+    """Make the dict *labels* (owned from now on) the current labels."""
+    _current.set(_encode(labels))
+    _current_dict.set(labels or None)
 
 
 def _encode(labels):
@@ -83,11 +102,20 @@ def format_labels(text):
 
 def get_labels():
     """The labels of the current context, as a new dict."""
-    return decode(_current.get())
+    return dict(_current_labels() or {})
 
 
 # The pprof labels that snapshots with threads already carry.
 _RESERVED = ('thread', 'thread_id')
+
+
+def get_object_labels(obj):
+    """The labels under which *obj* was allocated, as a new dict; None if
+    its memory is not traced (as get_object_traceback())."""
+    text = _tracemalloc._get_object_labels(obj)
+    if text is None:
+        return None
+    return decode(text or None)
 
 
 def _check(labels):
@@ -133,20 +161,22 @@ class label:
         _check(merged)
         self._labels = merged
         self._text = _encode(merged)
+        if not merged:
+            self._labels = None     # as the current labels say "none"
 
     @property
     def labels(self):
         """The labels this object adds, as a new dict."""
-        return dict(self._labels)
+        return dict(self._labels or {})
 
     def __enter__(self):
-        outer = _current.get()
+        outer = _current_labels()
+        _replaced.set((_replaced.get(), _current.get(), outer))
         if outer is None:
-            inner = self._text
+            _current.set(self._text)
+            _current_dict.set(self._labels)
         else:
-            inner = _encode({**decode(outer), **self._labels})
-        _replaced.set((_replaced.get(), outer))
-        _current.set(inner)
+            _set_current({**outer, **self._labels})
         _tracemalloc._label_switch()
         return self
 
@@ -157,6 +187,7 @@ class label:
                                "this context")
         _replaced.set(stack[0])
         _current.set(stack[1])
+        _current_dict.set(stack[2])
         _tracemalloc._label_switch()
         return False
 
@@ -177,7 +208,8 @@ class label:
 
     def __repr__(self):
         pairs = ', '.join(f'{key}={value!r}'
-                          for key, value in sorted(self._labels.items()))
+                          for key, value in sorted((self._labels
+                                                    or {}).items()))
         return f'tracemalloc.label({pairs})'
 
 
@@ -189,7 +221,7 @@ _labelling_tasks = False
 def _task_created(task, coro):
     """Called by the engine in the task's context (see label_tasks()) when
     the task is created, and with *coro* None when it is renamed."""
-    labels = decode(_current.get())
+    labels = dict(_current_labels() or {})
     if coro is None:
         # set_name(): only a task that this hook labelled is renamed.
         if 'task' not in labels:
@@ -198,7 +230,7 @@ def _task_created(task, coro):
         labels['coroutine'] = str(getattr(coro, '__qualname__', None)
                                   or type(coro).__qualname__)
     labels['task'] = str(task.get_name())
-    _current.set(_encode(labels))
+    _set_current(labels)
 
 
 def label_tasks(enable=True):

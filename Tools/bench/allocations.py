@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Allocation profiles' cost (issue 33): ``tracemalloc.start(nframe,
-sample=..., allocations=True)`` beside plain tracing, measured side by
-side in one run.
+"""Allocation profiles' and labels' cost (issue 33): ``tracemalloc.start(
+nframe, sample=..., allocations=True)`` and ``tracemalloc.label()`` beside
+plain tracing, measured side by side in one run.
 
 Two parts:
 
@@ -11,13 +11,18 @@ Two parts:
   the difference of the two totals kept, so that start-up, imports and
   set-up cancel out (as ``workload_instructions.py``).  Configurations:
   pristine off, fork off, fork sampled (N=25 at the default 512 KiB),
-  fork sampled + allocations, fork N=25 (exact) and fork N=25 +
-  allocations.  There is no command-line option for allocation totals,
-  so every configuration runs the workload through this file's launcher
-  (``--launch``), which calls ``tracemalloc.start(25, sample=...,
-  allocations=...)`` (nothing for the off ones) and then runs the
-  workload script with ``runpy``; each child's tracing state is checked
-  as the time suite checks it, plus ``is_tracing_allocations()``.
+  fork sampled + allocations, fork sampled + labels, fork N=25 (exact),
+  fork N=25 + allocations and fork N=25 + labels.  There is no
+  command-line option for allocation totals, so every configuration runs
+  the workload through this file's launcher (``--launch``), which calls
+  ``tracemalloc.start(25, sample=..., allocations=...)`` (nothing for the
+  off ones) and then runs the workload script with ``runpy``; each
+  child's tracing state is checked as the time suite checks it, plus
+  ``is_tracing_allocations()``.  The labels configurations enter and
+  leave a label before the workload (so that every frame link looks at
+  the context from then on), call ``label_tasks()`` (every asyncio task is
+  labelled) and set ``BENCH_LABELS=1``, which makes
+  ``requests_labelled`` run each request in a label of its own.
 * **Engine memory**: ``tracemalloc.get_tracemalloc_memory()`` while the
   call paths keep changing: ``exact_recursion(n)`` of
   ``Lib/test/test_tracemalloc_hardening.py`` (each call allocates a list
@@ -50,22 +55,28 @@ WORKLOADS_DIR = os.path.join(HERE, "workloads")
 SAMPLE = "512KiB"   # benchlib.SAMPLE_DEFAULT (not imported: the child side
                     # runs under the measured interpreters)
 FRAMES = 25
-# (label, side, frames, sample, allocations)
+# (label, side, frames, sample, allocations, labels)
 CONFIGS = [
-    ("pristine off", "pristine", 0, None, False),
-    ("fork off", "fork", 0, None, False),
-    ("fork sampled", "fork", FRAMES, SAMPLE, False),
-    ("fork sampled + allocations", "fork", FRAMES, SAMPLE, True),
-    ("fork N=25", "fork", FRAMES, None, False),
-    ("fork N=25 + allocations", "fork", FRAMES, None, True),
+    ("pristine off", "pristine", 0, None, False, False),
+    ("fork off", "fork", 0, None, False, False),
+    ("fork sampled", "fork", FRAMES, SAMPLE, False, False),
+    ("fork sampled + allocations", "fork", FRAMES, SAMPLE, True, False),
+    ("fork sampled + labels", "fork", FRAMES, SAMPLE, False, True),
+    ("fork N=25", "fork", FRAMES, None, False, False),
+    ("fork N=25 + allocations", "fork", FRAMES, None, True, False),
+    ("fork N=25 + labels", "fork", FRAMES, None, False, True),
 ]
-MEMORY_CONFIGS = [c for c in CONFIGS if c[1] == "fork" and c[2]]
+MEMORY_CONFIGS = [c for c in CONFIGS if c[1] == "fork" and c[2] and not c[5]]
 # One of each broad kind: instances, free-list reuse (a float reused at
 # its own line adds to the totals), strings, a parser, deep recursion
 # (many call paths), generators (a frame per call).
+# requests_labelled: a label per request in the labels configurations;
+# asyncio_coroutines: every task labelled (label_tasks()).
 WORKLOADS = ["objects_dict", "float_nbody", "strings", "json_roundtrip",
-             "recursion_deep", "generators"]
-QUICK_WORKLOADS = ["objects_dict", "float_nbody", "recursion_deep"]
+             "recursion_deep", "generators", "requests_labelled",
+             "asyncio_coroutines"]
+QUICK_WORKLOADS = ["objects_dict", "float_nbody", "recursion_deep",
+                   "requests_labelled"]
 SCALES = (0.05, 0.15)
 ROUNDS = list(range(10, 17))
 QUICK_ROUNDS = list(range(10, 15))
@@ -90,12 +101,24 @@ def _tracing_allocations():
     return bool(probe()) if probe is not None else None
 
 
-def launch(frames, sample, allocations, script, args):
+def _use_labels():
+    """Labels in use from now on: a label entered and left, new asyncio
+    tasks labelled, and the workloads told (BENCH_LABELS)."""
+    import tracemalloc
+    with tracemalloc.label(bench="labels"):
+        pass
+    tracemalloc.label_tasks()
+    os.environ["BENCH_LABELS"] = "1"
+
+
+def launch(frames, sample, allocations, labels, script, args):
     """Start tracing as asked, run SCRIPT as __main__ with ARGS, and print
     the workload's JSON line with "allocations" added."""
     import io
     import runpy
     _start(frames, sample, allocations)
+    if labels:
+        _use_labels()
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     sys.argv = [script] + list(args)
     captured = io.StringIO()
@@ -148,7 +171,7 @@ def memory_child(frames, sample, allocations, rounds):
 
 # --------------------------------------------------------------- runner side
 
-def _check(data, frames, sample, allocations):
+def _check(data, frames, sample, allocations, labels=False):
     import benchlib
     problem = benchlib.check_tracing(data, frames, sample)
     if problem:
@@ -159,9 +182,10 @@ def _check(data, frames, sample, allocations):
     return None
 
 
-def launch_cmd(python, frames, sample, allocations, script, args):
+def launch_cmd(python, frames, sample, allocations, labels, script, args):
     return [python, "-s", os.path.abspath(__file__), "--launch", str(frames),
-            sample or "-", str(int(bool(allocations))), script] + list(args)
+            sample or "-", str(int(bool(allocations))),
+            str(int(bool(labels))), script] + list(args)
 
 
 def callgrind_total(cmd, config, outdir, timeout):
@@ -170,7 +194,7 @@ def callgrind_total(cmd, config, outdir, timeout):
     import benchlib
     import subprocess
     import tempfile
-    label, _, frames, sample, allocations = config
+    label, _, frames, sample, allocations, _labels = config
     fd, out = tempfile.mkstemp(prefix="cg.", dir=outdir)
     os.close(fd)
     proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
@@ -217,7 +241,7 @@ def run_instructions(pythons, names, timeout, progress, jobs=2):
             for name, config, scale in runs:
                 script = os.path.join(WORKLOADS_DIR, name + ".py")
                 cmd = launch_cmd(exes[config[1]], config[2], config[3], config[4],
-                                 script, ["--scale", str(scale)])
+                                 config[5], script, ["--scale", str(scale)])
                 futures[ex.submit(callgrind_total, cmd, config, outdir, timeout)] = \
                     (name, config[0], scale)
             done = 0
@@ -252,7 +276,7 @@ def run_instructions(pythons, names, timeout, progress, jobs=2):
 def run_memory(fork, rounds, timeout):
     import benchlib
     results, errors = {}, []
-    for label, _, frames, sample, allocations in MEMORY_CONFIGS:
+    for label, _, frames, sample, allocations, _labels in MEMORY_CONFIGS:
         cmd = [fork, "-s", os.path.abspath(__file__), "--memory-child", str(frames),
                sample or "-", str(int(allocations)), "--rounds",
                ",".join(map(str, rounds))]
@@ -309,6 +333,8 @@ RATIOS = [
     ("N=25 + alloc. / fork off", "fork N=25 + allocations", "fork off"),
     ("alloc. cost, sampled", "fork sampled + allocations", "fork sampled"),
     ("alloc. cost, N=25", "fork N=25 + allocations", "fork N=25"),
+    ("labels cost, sampled", "fork sampled + labels", "fork sampled"),
+    ("labels cost, N=25", "fork N=25 + labels", "fork N=25"),
 ]
 
 
@@ -375,9 +401,15 @@ def intro(data):
     if when:
         # rows merged into a run of the other suites: say when they were taken
         quick += f" (measured {when['date']}, commit `{when['commit']}`)"
-    return (f"Allocation profiles (issue 33){quick}: what `tracemalloc.start({data['frames']}, "
-            f"sample=..., allocations=True)` costs beside the same tracing without "
-            f"allocation totals, measured side by side in one run.  Instructions "
+    return (f"Allocation profiles and labels (issue 33){quick}: what "
+            f"`tracemalloc.start({data['frames']}, sample=..., allocations=True)` and labels "
+            f"cost beside the same tracing without them, measured side by side in one "
+            f"run.  The labels configurations enter and leave a label before the "
+            f"workload (every frame link then looks at the context), label every "
+            f"asyncio task (`label_tasks()`), and run each request of "
+            f"`requests_labelled` in a label of its own (a label switch per request); "
+            f"*labels cost* is the configuration with labels over the same one "
+            f"without.  Instructions "
             f"(callgrind, the difference of two runs at `--scale` "
             f"{data['scales'][0]} and {data['scales'][1]}, so start-up cancels): every "
             f"configuration runs the workload through `allocations.py --launch`, which "
@@ -415,9 +447,9 @@ def markdown(data):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--launch":
-        frames, sample, allocations, script = argv[1:5]
+        frames, sample, allocations, labels, script = argv[1:6]
         launch(int(frames), None if sample == "-" else sample, allocations == "1",
-               script, argv[5:])
+               labels == "1", script, argv[6:])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pristine")

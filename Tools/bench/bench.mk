@@ -19,7 +19,7 @@
 #   bench-longrun   engine memory over changing call paths (issue 7)
 #   bench-snapshots snapshot API at 10^4..10^6 live traces
 #   bench-retention retention paths' search at 10^5 and 10^6 live objects
-#   bench-allocations  allocation profiles beside plain tracing (issue 33):
+#   bench-allocations  allocation profiles and labels beside plain tracing (issue 33):
 #                   callgrind instructions and engine memory
 #   bench-results   regenerate RESULTS.md and the README summary from the
 #                   latest saved run (Tools/bench/results/latest-full.json)

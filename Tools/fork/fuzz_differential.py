@@ -46,6 +46,14 @@ the program's interval); os.fork() (the child reports the tracebacks of what it 
 a user allocator of every domain (_testcapi.set_nomemory() with a limit
 never reached, which wraps the allocators in place).
 
+Labels (issue 33 item 5).  A share of the programs (LABEL_SHARE, drawn
+apart; --labels on/off overrides) run some object steps in "with LBL(...)"
+blocks (LBL), nested at times: tracemalloc.label() on the fork, a no-op on
+pristine.  The comparison with pristine then checks that labels change no
+traceback and no trace; and after every step the fork checks that every
+held object made in a label, and its items, have that label's set
+(tracemalloc.get_object_labels()), or no trace.
+
 Allocation totals (issue 33).  A share of the programs (ALLOC_SHARE,
 drawn from the seed apart from the program, so that the others are what
 they were before; --allocations on/off overrides) start tracing with
@@ -130,6 +138,7 @@ DEFAULT_FORK = os.path.join(ROOT, "build", "3.13", "obj", "python")
 PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
 Z_BOUND = 6.0
 ALLOC_SHARE = 0.4      # programs run with start(allocations=True)
+LABEL_SHARE = 0.3      # programs whose object steps run in label()s
 TIMEOUT = 60
 
 SIZES = [0, 1, 8, 16, 24, 56, 64, 100, 255, 256, 500, 511, 512, 513, 1000,
@@ -153,7 +162,7 @@ def find_pristine(version):
 # the steps, each followed by a report line M(k).
 
 HEADER = r'''
-import ctypes, gc, json, os, sys, threading, tracemalloc, _tracemalloc
+import contextvars, ctypes, gc, json, os, sys, threading, tracemalloc, _tracemalloc
 try:
     import _testinternalcapi
     _GT = _testinternalcapi._PyTraceMalloc_GetTraceback
@@ -199,6 +208,36 @@ A = object()
 # run (a tuple or dict key freed untraced after stop() would be reused
 # untraced at a step line).
 ALLOC = os.environ.get("FUZZ_ALLOC") == "1"
+# Labels (issue 33 item 5): with FUZZ_LABELS=1, object steps may run in
+# "with LBL(...)" blocks, tracemalloc.label() on the fork and a no-op on
+# pristine, and record in EXPECT the labels their objects must have.  The
+# fork's report checks them (get_object_labels()); the comparison with
+# pristine checks that labels change no traceback and no trace.
+LABELS = os.environ.get("FUZZ_LABELS") == "1"
+EXPECT = {}
+# Pristine's stand-in does what label() does with its two ContextVars, so
+# that the thread's context and its HAMT (made and replaced at the with
+# lines) are the same objects, of the same sizes, in both runs.
+_NC = contextvars.ContextVar("fuzz_label", default=None)
+_ND = contextvars.ContextVar("fuzz_label_dict", default=None)
+_NR = contextvars.ContextVar("fuzz_label_stack", default=None)
+class _NoLabel:
+    def __init__(self, **kw):
+        self._t = repr(sorted(kw.items()))
+        self._d = kw
+    def __enter__(self):
+        _NR.set((_NR.get(), _NC.get(), _ND.get()))
+        _NC.set(self._t)
+        _ND.set(self._d)
+        return self
+    def __exit__(self, *a):
+        s = _NR.get()
+        _NR.set(s[0])
+        _NC.set(s[1])
+        _ND.set(s[2])
+        return False
+LBL = (tracemalloc.label if LABELS and hasattr(tracemalloc, "label")
+       else _NoLabel)
 TALLIED = set(json.loads(os.environ.get("FUZZ_TALLIED", "[]")))
 TALLY = []
 CHILD = []             # the allocation reports of fork children: JSON text
@@ -415,12 +454,29 @@ def M(k):
         rep["alloc"] = _alloc_rep()
         rep["alloc_child"] = [json.loads(c) for c in CHILD]
         CHILD.clear()
+    if LABELS and LBL is not _NoLabel:
+        rep["label_errors"] = _label_errors()
     OUT.write(json.dumps(rep) + "\n")
     OUT.flush()
     del rep, agg
     # the report's own objects (made untraced by the fork's _get_traces(),
     # traced by pristine's: documented) must not reach the program
     gc.collect()
+
+def _label_errors():
+    # Each held object made in a label, and its items, have its labels (or
+    # no trace at all, under sampling or after a restart).
+    errors = []
+    for n, want in sorted(EXPECT.items()):
+        v = H.get(n)
+        if v is None:
+            continue
+        for x in [v] + (v if isinstance(v, list) else []):
+            got = tracemalloc.get_object_labels(x)
+            if got is not None and got != want:
+                errors.append(f"{n}: {got} != {want}")
+                break
+    return errors
 
 def END():
     rep = {"step": "end", "hits": HITS}
@@ -456,7 +512,7 @@ class Gen:
     of what the program holds so that frees and resizes name live
     things."""
 
-    def __init__(self, seed, mode, allocations=None):
+    def __init__(self, seed, mode, allocations=None, labels=None):
         self.rng = random.Random(seed)
         self.mode = mode
         # allocations=True in a share of the programs, drawn apart so that
@@ -465,6 +521,11 @@ class Gen:
             allocations = (random.Random(f"allocations {seed}").random()
                            < ALLOC_SHARE)
         self.alloc = allocations
+        # labels in a share of the programs, drawn apart as well
+        if labels is None:
+            labels = (random.Random(f"labels {seed}").random()
+                      < LABEL_SHARE)
+        self.labels = labels
         self.n = 0
         self.blocks = {}        # name -> (domain, size)
         self.objs = set()
@@ -577,7 +638,42 @@ class Gen:
     def s_objects(self):
         name = self.name("o")
         self.objs.add(name)
-        return [f"H[{name!r}] = {self.make_expr()}"]
+        line = f"H[{name!r}] = {self.make_expr()}"
+        if not self.labels or self.rng.random() < 0.4:
+            return [line]
+        return self.labelled(name, [line])
+
+    def s_labelled(self):
+        """Objects made in a label (labelled programs only), after a
+        compaction in the label at times, or by a callee."""
+        name = self.name("o")
+        self.objs.add(name)
+        body = []
+        if self.rng.random() < 0.3:
+            body.append("_paths()")
+        fn = self.name("f")
+        if self.rng.random() < 0.5:
+            body += [f"def {fn}(): return {self.make_expr()}",
+                     f"H[{name!r}] = {fn}()"]
+        else:
+            body.append(f"H[{name!r}] = {self.make_expr()}")
+        return self.labelled(name, body)
+
+    def labelled(self, name, body):
+        # In a label, sometimes nested; the objects of a made-up callee
+        # get them too.  EXPECT is written outside the labels, before.
+        k = self.rng.choice(["a", "b", "route"])
+        v = self.rng.choice(["1", "2", "/x"])
+        want = {k: v}
+        lines = [f"with LBL({k}={v!r}):"]
+        indent = "    "
+        if self.rng.random() < 0.3:
+            k2 = self.rng.choice(["a", "tenant"])
+            want[k2] = "t"
+            lines.append(f"{indent}with LBL({k2}='t'):")
+            indent += "    "
+        lines += [indent + line for line in body]
+        return [f"EXPECT[{name!r}] = {want!r}"] + lines
 
     def s_churn(self):
         # made, freed to the free list, reused at another line: held
@@ -799,7 +895,8 @@ class Gen:
         # the allocator of the run: a property of the seed
         self.pythonmalloc = self.rng.choice([None, None, "malloc"])
         steps = [self.s_start()]
-        table = self.STEPS + (self.ALLOC_STEPS if self.alloc else [])
+        table = (self.STEPS + (self.ALLOC_STEPS if self.alloc else [])
+                 + ([("s_labelled", 6)] if self.labels else []))
         names = [n for n, w in table for _ in range(w)]
         for _ in range(nsteps - 1):
             steps.append(getattr(self, self.rng.choice(names))())
@@ -942,8 +1039,8 @@ def _flat(report):
     group."""
     flat = {}
     for key, value in report.items():
-        if key in ("alloc", "alloc_child"):
-            continue            # the fork's alone: diff_alloc()
+        if key in ("alloc", "alloc_child", "label_errors"):
+            continue            # the fork's alone: diff_alloc(), diff_labels()
         if key in ("held", "blocks") and isinstance(value, dict):
             for n, v in value.items():
                 flat[f"{key}[{n}]"] = json.dumps(v)
@@ -1044,6 +1141,16 @@ def diff_alloc(reports):
     return None
 
 
+def diff_labels(reports):
+    """The first objects whose labels were not those of the label() they
+    were made in, as text, or None."""
+    for rep in reports:
+        if rep.get("label_errors"):
+            return (f"after step {rep.get('step')}, get_object_labels():\n  "
+                    + "\n  ".join(rep["label_errors"]))
+    return None
+
+
 def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
     a, ea = run(fork, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
     b, eb = run(pristine, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
@@ -1055,7 +1162,7 @@ def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
         runs.append(run(pristine, steps, "exact", env_extra=env_extra,
                         tmpdir=tmpdir)[0])
         d = diff_exact(a, runs)
-    return d or diff_alloc(a)
+    return d or diff_alloc(a) or diff_labels(a)
 
 
 def check_sampling(fork, steps, sample, env_extra, tmpdir):
@@ -1066,7 +1173,8 @@ def check_sampling(fork, steps, sample, env_extra, tmpdir):
                 tmpdir=tmpdir)
     if ea or eb:
         return f"sampled: {ea}\nexact: {eb}"
-    d = diff_alloc(a) or diff_alloc(b)
+    d = (diff_alloc(a) or diff_alloc(b) or diff_labels(a)
+         or diff_labels(b))
     if d:
         return d
     est, exact = a[-1], b[-1]
@@ -1115,9 +1223,12 @@ def shrink(steps, still_fails, budget):
 def fuzz_one(seed, args, tmpdir):
     """Return a report of a mismatch for *seed*, or None."""
     env_extra = {}
-    gen = Gen(seed, args.mode, getattr(args, "allocations", None))
+    gen = Gen(seed, args.mode, getattr(args, "allocations", None),
+              getattr(args, "labels", None))
     if gen.alloc:
         env_extra["FUZZ_ALLOC"] = "1"
+    if gen.labels:
+        env_extra["FUZZ_LABELS"] = "1"
     if args.mode == "exact":
         steps = gen.exact_program(args.steps)
         alloc = args.pythonmalloc or gen.pythonmalloc
@@ -1142,7 +1253,8 @@ def fuzz_one(seed, args, tmpdir):
             + (f" PYTHONMALLOC={env_extra['PYTHONMALLOC']}"
                if "PYTHONMALLOC" in env_extra else "")
             + (f" sample {sample}" if args.mode == "sampling" else "")
-            + (" allocations=True" if gen.alloc else ""),
+            + (" allocations=True" if gen.alloc else "")
+            + (" labels" if gen.labels else ""),
             "steps:"]
     for k, step in enumerate(steps):
         text.append(f"  [{k}] " + "; ".join(step))
@@ -1181,12 +1293,18 @@ def main(argv=None):
                    help="start(allocations=True) and the check of the "
                         "allocation totals: as the seed draws it (a share "
                         "of the programs), always or never")
+    p.add_argument("--labels", choices=["seed", "on", "off"],
+                   default="seed",
+                   help="object steps in tracemalloc.label() blocks and the "
+                        "check of get_object_labels(): as the seed draws "
+                        "it, always or never")
     args = p.parse_args(argv)
     args.allocations = {"seed": None, "on": True, "off": False}[
         args.allocations]
+    args.labels = {"seed": None, "on": True, "off": False}[args.labels]
 
     if args.show:
-        gen = Gen(args.seed or 0, args.mode, args.allocations)
+        gen = Gen(args.seed or 0, args.mode, args.allocations, args.labels)
         steps = (gen.exact_program(args.steps) if args.mode == "exact"
                  else gen.sampling_program(max(3, args.steps // 4)))
         print(render(steps, args.mode)[0])
