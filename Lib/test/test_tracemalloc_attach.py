@@ -14,6 +14,12 @@ Debian's sources), each skipped with its reason when it is missing
 (Tools/fork/pprof/install-readers.sh installs them): per line and per
 sample type, every reader finds the totals that the profile holds, and the
 leaking line of the handler is there.
+
+A second service runs on asyncio (asyncio.start_server, one task per
+connection) with every task labelled (tracemalloc.label_tasks()) and each
+request in tracemalloc.label(endpoint=...): attached twice in each mode as
+well, its profiles carry the labels and the thread of each sample, which
+the minimal reader and ``go tool pprof -tags`` read back.
 """
 
 import gzip
@@ -86,6 +92,54 @@ SERVICE_LEAK_LINE = next(number for number, line
                          in enumerate(SERVICE.splitlines(), 1)
                          if 'SERVICE_LEAK' in line)
 
+# The same service on asyncio: a task per connection, labelled, and a
+# label per request.  Same leak, same protocol (HTTP/1.1, keep-alive).
+ASYNC_SERVICE = textwrap.dedent('''\
+    import asyncio
+    import signal
+    import tracemalloc
+
+    tracemalloc.label_tasks()
+    _sessions = []
+
+
+    def remember(path):
+        _sessions.append(bytearray(4000))        # SERVICE_LEAK
+        return b"ok\\n"
+
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\\r\\n\\r\\n")
+                path = head.split(b" ", 2)[1].decode()
+                with tracemalloc.label(endpoint=path):
+                    body = remember(path)
+                writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d"
+                             b"\\r\\n\\r\\n" % len(body) + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        handler = signal.getsignal(signal.SIGUSR2)
+        print("handler", type(handler).__name__, flush=True)
+        print("port", server.sockets[0].getsockname()[1], flush=True)
+        async with server:
+            await server.serve_forever()
+
+
+    asyncio.run(main())
+''')
+
+ASYNC_LEAK_LINE = next(number for number, line
+                       in enumerate(ASYNC_SERVICE.splitlines(), 1)
+                       if 'SERVICE_LEAK' in line)
+
 # The client loop never runs longer than this, whatever happens.
 CLIENT_LIMIT = 60.0
 
@@ -143,12 +197,12 @@ class ClientLoop:
             thread.join(CLIENT_LIMIT)
 
 
-def start_service(directory, env_extra, *, umask=None):
-    """Start SERVICE in *directory* with *env_extra*; return (process,
-    port, handler type name printed by the service)."""
+def start_service(directory, env_extra, *, umask=None, service=SERVICE):
+    """Start *service* (SERVICE) in *directory* with *env_extra*; return
+    (process, port, handler type name printed by the service)."""
     script = os.path.join(directory, 'service.py')
     with open(script, 'w') as fp:
-        fp.write(SERVICE)
+        fp.write(service)
     env = child_env(**env_extra)
     for name in ('PYTHONTRACEMALLOCSIGNAL', 'PYTHONTRACEMALLOCDUMP'):
         if name not in env_extra:
@@ -194,8 +248,8 @@ def per_line(samples, ntypes):
     return {key: row for key, row in totals.items() if any(row)}
 
 
-def run_service(top):
-    """Run the service twice in directories of *top*, tracing off then on,
+def run_service(top, service=SERVICE):
+    """Run *service* twice in directories of *top*, tracing off then on,
     attach twice each time; return (results by mode, profiles)."""
     results = {}
     profiles = []
@@ -211,7 +265,8 @@ def run_service(top):
         pattern = os.path.join(directory, 'heap-{pid}-{n}.pb.gz')
         env_extra = dict(env_extra, PYTHONTRACEMALLOCDUMP=pattern)
         # umask 0: the profiles must still be 0o600.
-        proc, port, handler = start_service(directory, env_extra, umask=0)
+        proc, port, handler = start_service(directory, env_extra, umask=0,
+                                            service=service)
         client = ClientLoop(port)
         client.start()
         attaches = []
@@ -257,9 +312,27 @@ def shared():
     return _shared
 
 
+_shared_async = None
+
+
+def shared_async():
+    global _shared_async
+    if _shared_async is None:
+        directory = tempfile.mkdtemp()
+        try:
+            _shared_async = (directory, *run_service(directory,
+                                                     ASYNC_SERVICE))
+        except Exception as exc:
+            _shared_async = exc
+    if isinstance(_shared_async, Exception):
+        raise _shared_async
+    return _shared_async
+
+
 def tearDownModule():
-    if isinstance(_shared, tuple):
-        shutil.rmtree(_shared[0])
+    for state in (_shared, _shared_async):
+        if isinstance(state, tuple):
+            shutil.rmtree(state[0])
 
 
 @unittest.skipUnless(SIGNAL is not None, "needs SIGUSR2")
@@ -473,6 +546,75 @@ class GoToolPprofTest(PprofTestMixin, ServiceBase):
                      f"{INSTALL_HINT})")
 class DebianPprofTest(PprofTestMixin, ServiceBase):
     pprof = [DEBIAN_PPROF]
+
+
+@unittest.skipUnless(SIGNAL is not None, "needs SIGUSR2")
+@unittest.skipUnless(os.path.isdir('/proc/self'), "attach needs /proc")
+@unittest.skipUnless(hasattr(tracemalloc, 'label'), "needs labels")
+class AsyncioServiceTest(unittest.TestCase):
+    """The asyncio service, attached twice with tracing off and twice with
+    tracing on: the profiles, their labels and their threads."""
+
+    @classmethod
+    def setUpClass(cls):
+        _, cls.results, cls.profiles = shared_async()
+
+    def test_attach_twice(self):
+        for mode in ('off', 'on'):
+            with self.subTest(mode=mode):
+                result = self.results[mode]
+                self.assertEqual(result['handler'], '_OnDemand')
+                for attach, elapsed in result['attaches']:
+                    self.assertEqual(attach.returncode, 0, attach.stderr)
+                    self.assertTrue(os.path.isfile(attach.stdout.strip()))
+                self.assertGreater(result['requests'], 0)
+                self.assertEqual(result['client_errors'], [])
+                self.assertNotIn('Traceback', result['stderr'])
+        self.assertEqual(len(self.profiles), 4)
+
+    def leak_samples(self, mode, profile):
+        leak = (self.results[mode]['script'], ASYNC_LEAK_LINE)
+        return [sample for sample in profile['samples']
+                if sample['frames'] and tuple(sample['frames'][0]) == leak]
+
+    def test_labels_and_threads(self):
+        for name, path, mode, profile in self.profiles:
+            with self.subTest(profile=name):
+                samples = self.leak_samples(mode, profile)
+                self.assertTrue(samples, name)
+                for sample in samples:
+                    labels = sample['labels']
+                    self.assertEqual(labels.get('endpoint'), '/item')
+                    self.assertEqual(labels.get('coroutine'), 'handle')
+                    self.assertRegex(labels.get('task', ''), r'^Task-\d+$')
+                    self.assertEqual(labels.get('thread'), 'MainThread')
+                    self.assertIn('thread_id', labels)
+                # The same totals as the profile's samples hold.
+                index = [t for t, _ in profile['sample_types']].index(
+                    'inuse_space')
+                self.assertGreater(sum(s['values'][index] for s in samples),
+                                   0)
+
+    @unittest.skipUnless(shutil.which('go'),
+                         f"go is missing (Debian's golang-go; "
+                         f"{INSTALL_HINT})")
+    def test_go_tool_pprof_tags(self):
+        for name, path, mode, profile in self.profiles:
+            with self.subTest(profile=name):
+                samples = self.leak_samples(mode, profile)
+                leaked = sum(s['values'][[t for t, _ in profile[
+                    'sample_types']].index('inuse_space')] for s in samples)
+                result = subprocess.run(
+                    ['go', 'tool', 'pprof', '-tags', '-tagfocus',
+                     'endpoint=/item', '-sample_index=inuse_space', path],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, timeout=120)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertRegex(result.stdout, r'endpoint: Total')
+                self.assertIn('/item', result.stdout)
+                self.assertIn('coroutine: Total', result.stdout)
+                self.assertIn(': handle', result.stdout)
+                self.assertGreater(leaked, 0)
 
 
 # --------------------------------------------------------------------------

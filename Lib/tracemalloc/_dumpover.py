@@ -213,7 +213,7 @@ def _start_dump(settings, what, after):
                           f"other is written{after}")
         return
     try:
-        snapshot = tracemalloc.take_snapshot()
+        snapshot = _ondemand._live_snapshot(tracemalloc)
         allocated = _ondemand._allocated_snapshot(tracemalloc)
         _ondemand._start_writer(snapshot, allocated, format, pattern, busy,
                                 what, after, "pprof")

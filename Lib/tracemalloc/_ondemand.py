@@ -238,7 +238,7 @@ class _Dumper:
                     f"written; this signal is ignored")
             return
         try:
-            snapshot = tracemalloc.take_snapshot()
+            snapshot = _live_snapshot(tracemalloc)
             _counter += 1
             path = self.pattern.format(
                 pid=os.getpid(), n=_counter,
@@ -437,6 +437,23 @@ def _keyword_parameters(function):
     return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
+def _labelled(tracemalloc):
+    """take_snapshot()'s keywords that make a production profile's samples
+    carry their thread and their labels (tracemalloc.label()), where this
+    build has them."""
+    if 'labels' in _keyword_parameters(tracemalloc.take_snapshot):
+        return {'labels': True}
+    if 'threads' in _keyword_parameters(tracemalloc.take_snapshot):
+        return {'threads': True}
+    return {}
+
+
+def _live_snapshot(tracemalloc):
+    """The snapshot of what is live, each sample with its thread and its
+    labels (see _labelled())."""
+    return tracemalloc.take_snapshot(**_labelled(tracemalloc))
+
+
 def _allocated_snapshot(tracemalloc):
     """The snapshot of what was allocated since tracing started, or None:
     when this build has no allocation totals, or when tracing did not keep
@@ -448,7 +465,8 @@ def _allocated_snapshot(tracemalloc):
     if is_tracing_allocations is not None and not is_tracing_allocations():
         return None
     try:
-        return tracemalloc.take_snapshot(allocated=True)
+        return tracemalloc.take_snapshot(allocated=True,
+                                         **_labelled(tracemalloc))
     except (RuntimeError, ValueError):
         return None
 
@@ -575,7 +593,7 @@ class _OnDemand:
                     f"signal is ignored")
             return
         try:
-            snapshot = tracemalloc.take_snapshot()
+            snapshot = _live_snapshot(tracemalloc)
             allocated = _allocated_snapshot(tracemalloc)
             if stop:
                 elapsed = time.monotonic() - self.started_at
