@@ -2062,18 +2062,6 @@ tracemalloc_set_dump_on_memory_error(PyObject *module, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(tracemalloc_get_dump_over__doc__,
-"_get_dump_over($module, /)\n"
-"--\n"
-"\n"
-"The next dump threshold in bytes, 0 when off.  Private.");
-
-static PyObject *
-tracemalloc_get_dump_over(PyObject *module, PyObject *unused)
-{
-    return PyLong_FromUnsignedLongLong(_PyTraceMalloc_GetDumpOver());
-}
-
 PyDoc_STRVAR(tracemalloc_tracing_session__doc__,
 "_tracing_session($module, /)\n"
 "--\n"
@@ -2133,8 +2121,6 @@ static PyMethodDef module_methods[] = {
      tracemalloc_set_dump_over__doc__},
     {"_set_dump_on_memory_error", tracemalloc_set_dump_on_memory_error,
      METH_O, tracemalloc_set_dump_on_memory_error__doc__},
-    {"_get_dump_over", tracemalloc_get_dump_over, METH_NOARGS,
-     tracemalloc_get_dump_over__doc__},
     {"is_tracing_allocations", tracemalloc_is_tracing_allocations,
      METH_NOARGS, tracemalloc_is_tracing_allocations__doc__},
     {"start", _PyCFunction_CAST(tracemalloc_start),

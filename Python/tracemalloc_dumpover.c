@@ -146,13 +146,3 @@ _PyTraceMalloc_SetDumpOver(uint64_t size)
     }
     engine_leave(side);
 }
-
-/* The next threshold, 0 when off. */
-uint64_t
-_PyTraceMalloc_GetDumpOver(void)
-{
-    int side = engine_lock();
-    uint64_t next = tm.dumpover.next;
-    engine_leave(side);
-    return next == UINT64_MAX ? 0 : next;
-}

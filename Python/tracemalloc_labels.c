@@ -8,7 +8,9 @@
  * (tracemalloc_framecache.c): a new call, a resumed generator or
  * coroutine, a frame entered from C (Context.run(), a task's step).  If
  * the context's label set is not the one of the path the frame is linked
- * under, a label node goes in between: (parent, label set, 0).  Every node
+ * under, a label node goes in between: (parent, label set, 0).  A context
+ * entered or left under a running frame (Context.run() of a C function)
+ * unlinks that frame.  Every node
  * records its path's nearest label node (cct_node.label), so that the
  * comparison is one load.
  *
@@ -160,6 +162,28 @@ _PyTraceMalloc_LabelSwitch(void)
         frame->tracemalloc_parent = 0;
     }
     return 0;
+}
+
+/* Context.run(), PyContext_Enter() and their exits (patch
+   context-switch-hook): TS's context changed under its running frame,
+   which C code called, and which the C code may allocate for before any
+   Python frame is entered from it (Context.run(zlib.compress, ...)).
+   Unlink that frame: its next allocation links it again, with the labels
+   of the context then.  Frames that C code enters are linked on entry;
+   older frames run again only after the exit, in their own context. */
+void
+_PyTraceMalloc_ContextSwitched(PyThreadState *ts)
+{
+    if (!labels_in_use()) {
+        return;
+    }
+    for (_PyInterpreterFrame *frame = base_current_frame(ts); frame != NULL;
+         frame = base_frame_caller(frame)) {
+        frame->tracemalloc_parent = 0;
+        if (!base_frame_is_incomplete(frame)) {
+            break;
+        }
+    }
 }
 
 int

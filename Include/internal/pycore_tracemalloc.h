@@ -561,6 +561,9 @@ extern int _PyTraceMalloc_LabelSwitch(void);
 extern int _PyTraceMalloc_SetTaskHook(PyObject *hook);
 PyAPI_FUNC(int) _PyTraceMalloc_TaskCreated(PyObject *task, PyObject *coro,
                                            PyObject *context);
+/* Python/context.c: TS entered or left a context (patch
+   context-switch-hook). */
+extern void _PyTraceMalloc_ContextSwitched(PyThreadState *ts);
 /* And by Task.set_name(): the hook's call with coro None. */
 PyAPI_FUNC(int) _PyTraceMalloc_TaskRenamed(PyObject *task,
                                            PyObject *context);
@@ -576,10 +579,8 @@ extern int _PyTraceMalloc_Start(int max_nframe);
 #define _PyTraceMalloc_SAMPLE_MAX (UINT64_C(1) << 48)
 PyAPI_FUNC(int) _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample,
                                             int explicit, int allocations);
-/* The dump threshold (Python/tracemalloc_dumpover.c): set it (0: off), or
-   read the next one (0: off). */
+/* The dump threshold (Python/tracemalloc_dumpover.c): set it (0: off). */
 PyAPI_FUNC(void) _PyTraceMalloc_SetDumpOver(uint64_t size);
-PyAPI_FUNC(uint64_t) _PyTraceMalloc_GetDumpOver(void);
 /* Python/errors.c: a MemoryError was just set (patch memory-error-hook);
    arm or disarm the dump that the next one asks for. */
 extern void _PyTraceMalloc_MemoryError(void);

@@ -444,6 +444,163 @@ class LabelAPITest(LabelTestCase):
         self.assertEqual(labels_of(snap, keep), {'a': '1'})
 
 
+class LabelReviewTest(LabelTestCase):
+    """What the adversarial review of labels found wrong (issue 33, session
+    39: /work/review-s39-labels/)."""
+
+    def test_context_run_of_a_c_function(self):
+        # f13: Context.run() of a C function allocates under the caller's
+        # frame, whose link was made in the other context.
+        kept, want = {}, {}
+        empty = contextvars.Context()
+        with tracemalloc.label(b="inner"):
+            labelled = contextvars.copy_context()
+
+        def record(tag, ctx, func):
+            _next_size[0] += 8
+            want[tag] = ctx.run(tracemalloc.get_labels)
+            kept[tag] = ctx.run(func, _next_size[0])
+
+        record('in_labelled', labelled, bytearray)
+        with tracemalloc.label(a="outer"):
+            record('in_empty', empty, bytearray)
+            record('python_in_empty', empty, lambda n: bytearray(n))
+            _next_size[0] += 8
+            kept['after'] = bytearray(_next_size[0])
+            want['after'] = {'a': 'outer'}
+        snap = self.snapshot()
+        got = {tag: labels_of(snap, obj) for tag, obj in kept.items()}
+        self.assertEqual(got, want)
+
+    def test_to_thread_of_a_c_function(self):
+        # f14: asyncio.to_thread() copies the context into the worker.
+        async def main():
+            with tracemalloc.label(endpoint="/upload"):
+                _next_size[0] += 8
+                return await asyncio.to_thread(bytearray, _next_size[0])
+
+        obj = asyncio.run(main())
+        self.assertEqual(tracemalloc.get_object_labels(obj),
+                         {'endpoint': '/upload'})
+
+    def test_empty_label_nested(self):
+        # f19, f20: an empty label in another one raised, and the failed
+        # enter left the outer label on for good.
+        for empty in (tracemalloc.label(), tracemalloc.label({})):
+            with tracemalloc.label(a="1"):
+                with empty:
+                    self.assertEqual(tracemalloc.get_labels(), {'a': '1'})
+                    obj = marker()
+                self.assertEqual(tracemalloc.get_labels(), {'a': '1'})
+            self.assertEqual(tracemalloc.get_labels(), {})
+            self.assertEqual(tracemalloc.get_object_labels(obj), {'a': '1'})
+            after = marker()
+            self.assertEqual(tracemalloc.get_object_labels(after), {})
+
+    def test_exit_misuse_raises(self):
+        # f17: a second exit, or an outer one first, changed another label.
+        outer = tracemalloc.label(a="1")
+        inner = tracemalloc.label(b="2")
+        outer.__enter__()
+        inner.__enter__()
+        with self.assertRaisesRegex(RuntimeError, "not the innermost"):
+            outer.__exit__(None, None, None)
+        inner.__exit__(None, None, None)
+        with self.assertRaisesRegex(RuntimeError, "not the innermost"):
+            inner.__exit__(None, None, None)
+        self.assertEqual(tracemalloc.get_labels(), {'a': '1'})
+        outer.__exit__(None, None, None)
+        self.assertEqual(tracemalloc.get_labels(), {})
+        # The same object nested in itself.
+        same = tracemalloc.label(c="3")
+        with same:
+            with same:
+                self.assertEqual(tracemalloc.get_labels(), {'c': '3'})
+            self.assertEqual(tracemalloc.get_labels(), {'c': '3'})
+        self.assertEqual(tracemalloc.get_labels(), {})
+
+    def test_generator_functions_refused(self):
+        # f26: the label would end before the body runs.
+        def gen():
+            yield 1
+
+        async def agen():
+            yield 1
+
+        for func in (gen, agen):
+            with self.assertRaisesRegex(TypeError, "generator function"):
+                tracemalloc.label(a="1")(func)
+
+    def test_rename_inside_a_label_sticks(self):
+        # f27: leaving the label brought the old name back.
+        seen = {}
+
+        async def handler():
+            with tracemalloc.label(step="parse"):
+                asyncio.current_task().set_name("renamed")
+                await asyncio.sleep(0)
+                seen['inside'] = tracemalloc.get_labels()
+            await asyncio.sleep(0)
+            seen['after'] = tracemalloc.get_labels()
+            return marker()
+
+        async def main():
+            tracemalloc.label_tasks()
+            return await asyncio.create_task(handler(), name="before")
+
+        obj = asyncio.run(main())
+        self.assertEqual(seen['inside']['task'], 'renamed')
+        self.assertEqual(seen['inside']['step'], 'parse')
+        self.assertEqual(seen['after']['task'], 'renamed')
+        self.assertNotIn('step', seen['after'])
+        self.assertEqual(tracemalloc.get_object_labels(obj)['task'],
+                         'renamed')
+
+    def test_rename_leaves_other_contexts_alone(self):
+        # f15: a task given a context (a copy of its creator's, or the
+        # creator's own) and renamed relabelled that context.
+        seen = {}
+
+        async def child(key):
+            await asyncio.sleep(0)
+            asyncio.current_task().set_name(f"{key}-renamed")
+            seen[key] = tracemalloc.get_labels()
+
+        async def parent():
+            me = asyncio.current_task()
+            copy = asyncio.create_task(child("copy"), name="copy-child",
+                                       context=contextvars.copy_context())
+            await copy
+            if hasattr(me, 'get_context'):
+                shared = asyncio.create_task(child("shared"),
+                                             name="shared-child",
+                                             context=me.get_context())
+                await shared
+            seen['parent'] = tracemalloc.get_labels()
+
+        async def main():
+            tracemalloc.label_tasks()
+            await asyncio.create_task(parent(), name="parent")
+
+        asyncio.run(main())
+        parent_labels = {'task': 'parent', 'coroutine': (
+            'LabelReviewTest.test_rename_leaves_other_contexts_alone.'
+            '<locals>.parent')}
+        self.assertEqual(seen['parent'], parent_labels)
+        self.assertEqual(seen['copy'], parent_labels)
+        if 'shared' in seen:
+            self.assertEqual(seen['shared'], parent_labels)
+
+    def test_files_refuse_what_label_refuses(self):
+        # f10: reserved and empty names loaded from a file.
+        from tracemalloc import _labels
+        for pairs in ([["thread", "x"]], [["", "x"]], [["pprof::x", "y"]],
+                      [["a", 1]]):
+            text = __import__('json').dumps(pairs, separators=(',', ':'))
+            self.assertFalse(_labels.is_canonical(text), text)
+        self.assertTrue(_labels.is_canonical('[["a","1"]]'))
+
+
 class LabelTaskTest(LabelTestCase):
 
     def test_tasks_inherit_and_interleave(self):

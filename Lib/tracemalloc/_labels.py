@@ -22,6 +22,7 @@ engine stores that str, so equal sets are one node.
 
 import contextvars
 import functools
+import weakref
 
 import _tracemalloc
 
@@ -31,11 +32,14 @@ __all__ = ['label', 'get_labels', 'get_object_labels', 'label_tasks',
 # The current label set: its canonical str (or None), which the engine
 # reads, and the same as a dict (or None), which label() and get_labels()
 # read; and, for nesting, the stack of what each open label() replaced:
-# (outer stack, str, dict).
+# (outer stack, str, dict, the label() object).
 _current = contextvars.ContextVar('tracemalloc.label', default=None)
 _current_dict = contextvars.ContextVar('tracemalloc.label_dict',
                                        default=None)
 _replaced = contextvars.ContextVar('tracemalloc.label_stack', default=None)
+# The task whose context this is, as a weak reference, where the task hook
+# labelled it: a rename relabels only that task's own context.
+_task_ref = contextvars.ContextVar('tracemalloc.label_task', default=None)
 _tracemalloc._set_label_var(_current)
 
 
@@ -71,18 +75,24 @@ def _decode_pairs(text):
 
 
 def is_canonical(text):
-    """Whether *text* is a label set's canonical str (a loaded file's)."""
+    """Whether *text* is a label set's canonical str (a loaded file's):
+    label() could have made it."""
     import json
 
     try:
         pairs = json.loads(text)
     except ValueError:
         return False
-    return (type(pairs) is list and bool(pairs)
+    if not (type(pairs) is list and pairs
             and all(type(pair) is list and len(pair) == 2
                     and type(pair[0]) is str and type(pair[1]) is str
-                    for pair in pairs)
-            and _encode(dict(pairs)) == text)
+                    for pair in pairs)):
+        return False
+    try:
+        _check(dict(pairs))
+    except (TypeError, ValueError):
+        return False
+    return _encode(dict(pairs)) == text
 
 
 def decode(text):
@@ -171,12 +181,22 @@ class label:
 
     def __enter__(self):
         outer = _current_labels()
-        _replaced.set((_replaced.get(), _current.get(), outer))
-        if outer is None:
+        text = _current.get()
+        if self._labels is None:
+            inner = outer
+        elif outer is None:
+            inner = self._labels
+        else:
+            inner = {**outer, **self._labels}
+        # Nothing can fail from here on.
+        _replaced.set((_replaced.get(), text, outer, self))
+        if inner is outer:
+            pass
+        elif outer is None:
             _current.set(self._text)
             _current_dict.set(self._labels)
         else:
-            _set_current({**outer, **self._labels})
+            _set_current(inner)
         _tracemalloc._label_switch()
         return self
 
@@ -185,6 +205,10 @@ class label:
         if stack is None:
             raise RuntimeError("tracemalloc.label: exit without an enter in "
                                "this context")
+        if stack[3] is not self:
+            raise RuntimeError("tracemalloc.label: exit of a label that is "
+                               "not the innermost one entered in this "
+                               "context")
         _replaced.set(stack[0])
         _current.set(stack[1])
         _current_dict.set(stack[2])
@@ -194,6 +218,12 @@ class label:
     def __call__(self, func):
         import inspect
 
+        if (inspect.isgeneratorfunction(func)
+                or inspect.isasyncgenfunction(func)):
+            # The label would end when the generator is made, before its
+            # body runs.
+            raise TypeError("label() cannot decorate a generator function: "
+                            "use 'with label(...)' in its body")
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def labelled(*args, **kwargs):
@@ -221,16 +251,38 @@ _labelling_tasks = False
 def _task_created(task, coro):
     """Called by the engine in the task's context (see label_tasks()) when
     the task is created, and with *coro* None when it is renamed."""
-    labels = dict(_current_labels() or {})
+    name = str(task.get_name())
     if coro is None:
-        # set_name(): only a task that this hook labelled is renamed.
-        if 'task' not in labels:
+        # set_name(): only the context that this hook labelled for this
+        # very task (not a context given to create_task(), not a copy) is
+        # renamed, at every level of its open label()s, so that leaving
+        # one does not bring the old name back.
+        ref = _task_ref.get()
+        if ref is None or ref() is not task:
             return
-    else:
-        labels['coroutine'] = str(getattr(coro, '__qualname__', None)
-                                  or type(coro).__qualname__)
-    labels['task'] = str(task.get_name())
+        labels = dict(_current_labels() or {})
+        labels['task'] = name
+        _set_current(labels)
+        _replaced.set(_renamed(_replaced.get(), name))
+        return
+    labels = dict(_current_labels() or {})
+    labels['coroutine'] = str(getattr(coro, '__qualname__', None)
+                              or type(coro).__qualname__)
+    labels['task'] = name
     _set_current(labels)
+    _task_ref.set(weakref.ref(task))
+
+
+def _renamed(stack, name):
+    """The stack of open label()s with the task label set to *name* in
+    every level that has one."""
+    if stack is None:
+        return None
+    outer, text, labels, owner = stack
+    if labels is not None and 'task' in labels:
+        labels = {**labels, 'task': name}
+        text = _encode(labels)
+    return (_renamed(outer, name), text, labels, owner)
 
 
 def label_tasks(enable=True):
