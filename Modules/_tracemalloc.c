@@ -1955,6 +1955,16 @@ tracemalloc_get_object_labels(PyObject *module, PyObject *obj)
     return result;
 }
 
+/* None, or NULL when RC (an engine entry point's result) is -1. */
+static PyObject *
+none_unless_failed(int rc)
+{
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(tracemalloc_set_label_var__doc__,
 "_set_label_var($module, var, /)\n"
 "--\n"
@@ -1965,10 +1975,7 @@ PyDoc_STRVAR(tracemalloc_set_label_var__doc__,
 static PyObject *
 tracemalloc_set_label_var(PyObject *module, PyObject *var)
 {
-    if (_PyTraceMalloc_SetLabelVar(var) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return none_unless_failed(_PyTraceMalloc_SetLabelVar(var));
 }
 
 PyDoc_STRVAR(tracemalloc_label_switch__doc__,
@@ -1981,10 +1988,7 @@ PyDoc_STRVAR(tracemalloc_label_switch__doc__,
 static PyObject *
 tracemalloc_label_switch(PyObject *module, PyObject *unused)
 {
-    if (_PyTraceMalloc_LabelSwitch() < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return none_unless_failed(_PyTraceMalloc_LabelSwitch());
 }
 
 PyDoc_STRVAR(tracemalloc_set_task_hook__doc__,
@@ -1997,10 +2001,7 @@ PyDoc_STRVAR(tracemalloc_set_task_hook__doc__,
 static PyObject *
 tracemalloc_set_task_hook(PyObject *module, PyObject *hook)
 {
-    if (_PyTraceMalloc_SetTaskHook(hook) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return none_unless_failed(_PyTraceMalloc_SetTaskHook(hook));
 }
 
 PyDoc_STRVAR(tracemalloc_is_tracing_allocations__doc__,

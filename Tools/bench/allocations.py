@@ -129,6 +129,9 @@ def launch(frames, sample, allocations, labels, script, args):
         sys.stdout = stdout
     data = json.loads(captured.getvalue().strip().splitlines()[-1])
     data["allocations"] = _tracing_allocations()
+    import tracemalloc
+    probe = getattr(tracemalloc, "is_labelling_tasks", None)
+    data["labels"] = bool(probe()) if probe is not None else None
     print(json.dumps(data))
 
 
@@ -179,6 +182,11 @@ def _check(data, frames, sample, allocations, labels=False):
     if frames and data.get("allocations") is not bool(allocations):
         return (f"is_tracing_allocations() was {data.get('allocations')!r}, "
                 f"not {bool(allocations)}")
+    # None: an interpreter without labels (pristine)
+    got = data.get("labels")
+    if (got is None and labels) or (got is not None
+                                     and got is not bool(labels)):
+        return f"is_labelling_tasks() was {got!r}, not {bool(labels)}"
     return None
 
 
@@ -194,7 +202,7 @@ def callgrind_total(cmd, config, outdir, timeout):
     import benchlib
     import subprocess
     import tempfile
-    label, _, frames, sample, allocations, _labels = config
+    label, _, frames, sample, allocations, labels = config
     fd, out = tempfile.mkstemp(prefix="cg.", dir=outdir)
     os.close(fd)
     proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
@@ -209,7 +217,7 @@ def callgrind_total(cmd, config, outdir, timeout):
             data = json.loads(proc.stdout.decode().strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise RuntimeError(f"{label}: no JSON result line from {' '.join(cmd)}")
-        problem = _check(data, frames, sample, allocations)
+        problem = _check(data, frames, sample, allocations, labels)
         if problem:
             raise RuntimeError(f"{label}: {problem}")
         total = None

@@ -323,10 +323,11 @@ class AllocationsSuiteTest(unittest.TestCase):
     """allocations.py: its launcher starts tracing as asked and the runner
     checks it; its report derives ratios from made-up counts."""
 
-    def launch(self, frames, sample, allocs):
-        script = os.path.join(BENCH, "workloads", "strings.py")
+    def launch(self, frames, sample, allocs, labels=False,
+               workload="strings"):
+        script = os.path.join(BENCH, "workloads", workload + ".py")
         cmd = allocations.launch_cmd(sys.executable, frames, sample, allocs,
-                                     script, ["--scale", "0.01"])
+                                     labels, script, ["--scale", "0.01"])
         out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True,
                              env=benchlib.child_env(), text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
@@ -341,6 +342,21 @@ class AllocationsSuiteTest(unittest.TestCase):
         self.assertIsNotNone(allocations._check(data, 25, "512KiB", False))
         data = self.launch(0, None, False)
         self.assertIsNone(allocations._check(data, 0, None, False))
+
+    @unittest.skipUnless(hasattr(__import__("tracemalloc"), "label"),
+                         "this interpreter has no labels")
+    def test_launcher_labels(self):
+        data = self.launch(25, "512KiB", False, True, "requests_labelled")
+        self.assertIsNone(allocations._check(data, 25, "512KiB", False,
+                                             True))
+        self.assertIsNotNone(allocations._check(data, 25, "512KiB", False,
+                                                False))
+        plain = self.launch(25, "512KiB", False, False, "requests_labelled")
+        self.assertIsNone(allocations._check(plain, 25, "512KiB", False))
+        self.assertIsNotNone(allocations._check(plain, 25, "512KiB", False,
+                                                True))
+        # Labels change no result of the workload.
+        self.assertEqual(data["check"], plain["check"])
 
     def test_report(self):
         counts = {"pristine off": 100, "fork off": 101, "fork sampled": 102,
