@@ -8,8 +8,10 @@
  * library's own strdup() or fopen(), libsqlite3, a C or C++ extension, a
  * Rust runtime) reach them.  Each forwards to the next definition,
  * _PyTraceMalloc_native_next (an LD_PRELOAD allocator's, else the C
- * library's).  With native tracing off that is one predictable branch on
- * native_on and the forwarding call; on, the block is traced in
+ * library's).  Each interposer is one indirect jump through its entry in
+ * native_entry: with native tracing off the entry is the next definition
+ * (the jump replaces the one of the caller's PLT); on, it is the traced
+ * function, and the block is traced in
  * _PyTraceMalloc_NATIVE_DOMAIN at the calling thread's Python position,
  * through the engine's current_node(), entering as any caller that may
  * not hold the GIL (I1).
@@ -98,6 +100,8 @@ boot_owns(const void *ptr)
     return (uintptr_t)ptr - (uintptr_t)boot_arena < BOOT_ARENA_SIZE;
 }
 
+static void native_switch(int on);
+
 /* 0: not resolved, 1: a thread is resolving, 2: resolved. */
 static int resolve_state;
 static pthread_t resolve_thread;
@@ -149,8 +153,10 @@ native_resolve(void)
         if (t.posix_memalign == NULL) {
             t.posix_memalign = resolve_posix_memalign;
         }
-        /* The others are only called when their entry is not NULL. */
+        /* An optional function without a next definition keeps its
+           resolver as its entry, which fails cleanly. */
         native_next = t;
+        native_switch(0);
         __atomic_store_n(&resolve_state, 2, __ATOMIC_RELEASE);
         return 1;
     }
@@ -295,9 +301,10 @@ resolve_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 
 /* ---- state -------------------------------------------------------------- */
 
-/* 1 while native tracing is on: the interposers' one branch.  Written
-   under the engine lock, read by every interposer without it (a plain
-   load, as the mode word); checked again inside the lock. */
+/* 1 while native tracing is on (and the interposers' entries point at
+   the traced functions).  Written under the engine lock and read inside
+   it by the traced paths, which a thread may have entered just before a
+   stop. */
 static int native_on;
 
 /* This thread is inside an interposer's traced path (N3): whatever the
@@ -454,7 +461,7 @@ native_calloc(size_t nelem, size_t elsize)
 Py_NO_INLINE static void
 native_free(void *ptr)
 {
-    if (!native_untraced()) {
+    if (ptr != NULL && !native_untraced()) {
         _PyTraceMalloc_Node node;
         size_t size;
         uint32_t generation;
@@ -499,71 +506,10 @@ native_aligned_result(void *ptr, size_t size)
     return ptr;
 }
 
-/* The interposers proper.  Their symbol names are given explicitly: the
-   C library's headers may rename mmap() (to mmap64, with
-   _FILE_OFFSET_BITS=64), and the C names must not be the builtins' the
-   compiler knows. */
-#define NATIVE_ENTRY(ret, cname, symbol, params) \
-    NATIVE_EXPORT ret cname params __asm__(symbol); \
-    NATIVE_EXPORT ret cname params
-
-/* ---- the C allocator family --------------------------------------------- */
-
-/* Off: one predictable branch, then the forwarded call (a tail call). */
-#define NATIVE_ON() __builtin_expect(native_on, 0)
-
-NATIVE_ENTRY(void *, native_entry_malloc, "malloc", (size_t size))
+Py_NO_INLINE static int
+native_posix_memalign(void **out, size_t align, size_t size)
 {
-    if (NATIVE_ON()) {
-        return native_malloc(size);
-    }
-    return native_next.malloc(size);
-}
-
-NATIVE_ENTRY(void *, native_entry_calloc, "calloc",
-             (size_t nelem, size_t elsize))
-{
-    if (NATIVE_ON()) {
-        return native_calloc(nelem, elsize);
-    }
-    return native_next.calloc(nelem, elsize);
-}
-
-NATIVE_ENTRY(void *, native_entry_realloc, "realloc",
-             (void *ptr, size_t size))
-{
-    if (NATIVE_ON()) {
-        return native_realloc(ptr, size);
-    }
-    return native_next.realloc(ptr, size);
-}
-
-NATIVE_ENTRY(void, native_entry_free, "free", (void *ptr))
-{
-    if (NATIVE_ON() && ptr != NULL) {
-        native_free(ptr);
-        return;
-    }
-    native_next.free(ptr);
-}
-
-NATIVE_ENTRY(void *, native_entry_reallocarray, "reallocarray",
-             (void *ptr, size_t nelem, size_t elsize))
-{
-    if (elsize != 0 && nelem > SIZE_MAX / elsize) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    if (NATIVE_ON()) {
-        return native_realloc(ptr, nelem * elsize);
-    }
-    return native_next.realloc(ptr, nelem * elsize);
-}
-
-NATIVE_ENTRY(int, native_entry_posix_memalign, "posix_memalign",
-             (void **out, size_t align, size_t size))
-{
-    if (!NATIVE_ON() || native_untraced()) {
+    if (native_untraced()) {
         return native_next.posix_memalign(out, align, size);
     }
     int res = NATIVE_FORWARD(native_next.posix_memalign(out, align, size));
@@ -573,51 +519,47 @@ NATIVE_ENTRY(int, native_entry_posix_memalign, "posix_memalign",
     return res;
 }
 
-/* The rest of the family, rare: the same shape. */
-#define NATIVE_ALIGNED(name, call, size) \
+/* The rest of the family, rare: the same shape.  Installed only when the
+   next definition exists (see native_switch()). */
+#define NATIVE_ALIGNED(call, size) \
     do { \
-        if (native_next.name == NULL) { \
-            errno = ENOMEM; \
-            return NULL; \
-        } \
-        if (!NATIVE_ON() || native_untraced()) { \
+        if (native_untraced()) { \
             return call; \
         } \
         void *ptr_ = NATIVE_FORWARD(call); \
         return native_aligned_result(ptr_, (size)); \
     } while (0)
 
-NATIVE_ENTRY(void *, native_entry_aligned_alloc, "aligned_alloc",
-             (size_t align, size_t size))
+Py_NO_INLINE static void *
+native_aligned_alloc(size_t align, size_t size)
 {
-    NATIVE_ALIGNED(aligned_alloc, native_next.aligned_alloc(align, size),
-                   size);
+    NATIVE_ALIGNED(native_next.aligned_alloc(align, size), size);
 }
 
-NATIVE_ENTRY(void *, native_entry_memalign, "memalign",
-             (size_t align, size_t size))
+Py_NO_INLINE static void *
+native_memalign(size_t align, size_t size)
 {
-    NATIVE_ALIGNED(memalign, native_next.memalign(align, size), size);
+    NATIVE_ALIGNED(native_next.memalign(align, size), size);
 }
 
-NATIVE_ENTRY(void *, native_entry_valloc, "valloc", (size_t size))
+Py_NO_INLINE static void *
+native_valloc(size_t size)
 {
-    NATIVE_ALIGNED(valloc, native_next.valloc(size), size);
+    NATIVE_ALIGNED(native_next.valloc(size), size);
 }
 
-NATIVE_ENTRY(void *, native_entry_pvalloc, "pvalloc", (size_t size))
+Py_NO_INLINE static void *
+native_pvalloc(size_t size)
 {
-    NATIVE_ALIGNED(pvalloc, native_next.pvalloc(size), size);
+    NATIVE_ALIGNED(native_next.pvalloc(size), size);
 }
-
-/* ---- anonymous mappings -------------------------------------------------- */
 
 /* Only anonymous mappings are traced: a file's mapping is the file's
    memory (the page cache), not an allocation. */
-static void *
+Py_NO_INLINE static void *
 native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (!NATIVE_ON() || !(flags & MAP_ANONYMOUS) || native_untraced()) {
+    if (!(flags & MAP_ANONYMOUS) || native_untraced()) {
         return native_next.mmap(addr, len, prot, flags, fd, off);
     }
     void *ptr = NATIVE_FORWARD(native_next.mmap(addr, len, prot, flags, fd,
@@ -628,27 +570,14 @@ native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
     return ptr;
 }
 
-NATIVE_ENTRY(void *, native_entry_mmap, "mmap",
-             (void *addr, size_t len, int prot, int flags, int fd,
-              off_t off))
-{
-    return native_mmap(addr, len, prot, flags, fd, off);
-}
-
-NATIVE_ENTRY(void *, native_entry_mmap64, "mmap64",
-             (void *addr, size_t len, int prot, int flags, int fd,
-              off_t off))
-{
-    return native_mmap(addr, len, prot, flags, fd, off);
-}
-
 /* A trace is keyed by the mapping's start: munmap() of the start (all of
    it, or its first pages) takes the trace out, and moves what remains of
    it past the unmapped pages; munmap() of pages inside or at the end of
    a mapping is not seen (N4). */
-NATIVE_ENTRY(int, native_entry_munmap, "munmap", (void *addr, size_t len))
+Py_NO_INLINE static int
+native_munmap(void *addr, size_t len)
 {
-    if (!NATIVE_ON() || native_untraced()) {
+    if (native_untraced()) {
         return native_next.munmap(addr, len);
     }
     _PyTraceMalloc_Node node;
@@ -673,15 +602,16 @@ NATIVE_ENTRY(int, native_entry_munmap, "munmap", (void *addr, size_t len))
 }
 
 /* mremap() of a traced mapping moves its trace, at the current position
-   (as realloc()); an untraced mapping (a file's) stays untraced. */
-NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
-             (void *old, size_t old_size, size_t new_size, int flags, ...))
+   (as realloc()); an untraced mapping (a file's) stays untraced.  The
+   interposer passes the optional new address always. */
+Py_NO_INLINE static void *
+native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
     va_list ap;
     va_start(ap, flags);
     void *new_address = va_arg(ap, void *);
     va_end(ap);
-    if (!NATIVE_ON() || native_untraced()) {
+    if (native_untraced()) {
         return native_next.mremap(old, old_size, new_size, flags,
                                   new_address);
     }
@@ -700,6 +630,161 @@ NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
         }
     }
     return ptr;
+}
+
+/* ---- the interposers ------------------------------------------------------ */
+
+/* Where each interposer goes: the next definitions while native tracing
+   is off (after the resolvers, until the first call resolves them), the
+   traced functions above while it is on.  An interposer is one indirect
+   jump through its entry: tracing off costs that jump, no test
+   (native_switch() changes the entries).  Written under the engine lock;
+   read by every interposer without it, with a plain load (relaxed under
+   ThreadSanitizer): a thread that took the old entry a moment before a
+   switch is harmless either way, as the traced functions check native_on
+   inside the lock. */
+static _PyTraceMalloc_NativeFunctions native_entry = {
+    .malloc = resolve_malloc,
+    .calloc = resolve_calloc,
+    .realloc = resolve_realloc,
+    .free = resolve_free,
+    .posix_memalign = resolve_posix_memalign,
+    .aligned_alloc = resolve_aligned_alloc,
+    .memalign = resolve_memalign,
+    .valloc = resolve_valloc,
+    .pvalloc = resolve_pvalloc,
+    .mmap = resolve_mmap,
+    .munmap = resolve_munmap,
+    .mremap = resolve_mremap,
+};
+
+#ifdef _PyTraceMalloc_ATOMIC_READS
+#  define NATIVE_GO(name) __atomic_load_n(&native_entry.name, __ATOMIC_RELAXED)
+#else
+#  define NATIVE_GO(name) (native_entry.name)
+#endif
+
+/* Point the entries at the traced functions (ON) or at the next
+   definitions; an optional function without a next definition keeps its
+   resolver, which fails cleanly.  Under the engine lock, or while the
+   first call resolves the table (before any thread can trace). */
+static void
+native_switch(int on)
+{
+#define SET(name, traced) \
+    __atomic_store_n(&native_entry.name, \
+                     native_next.name == NULL ? native_entry.name \
+                     : on ? (traced) : native_next.name, __ATOMIC_RELAXED)
+    SET(malloc, native_malloc);
+    SET(calloc, native_calloc);
+    SET(realloc, native_realloc);
+    SET(free, native_free);
+    SET(posix_memalign, native_posix_memalign);
+    SET(aligned_alloc, native_aligned_alloc);
+    SET(memalign, native_memalign);
+    SET(valloc, native_valloc);
+    SET(pvalloc, native_pvalloc);
+    SET(mmap, native_mmap);
+    SET(munmap, native_munmap);
+    SET(mremap, native_mremap);
+#undef SET
+}
+
+/* The interposers proper.  Their symbol names are given explicitly: the
+   C library's headers may rename mmap() (to mmap64, with
+   _FILE_OFFSET_BITS=64), and the C names must not be the builtins' the
+   compiler knows. */
+#define NATIVE_ENTRY(ret, cname, symbol, params) \
+    NATIVE_EXPORT ret cname params __asm__(symbol); \
+    NATIVE_EXPORT ret cname params
+
+NATIVE_ENTRY(void *, native_entry_malloc, "malloc", (size_t size))
+{
+    return NATIVE_GO(malloc)(size);
+}
+
+NATIVE_ENTRY(void *, native_entry_calloc, "calloc",
+             (size_t nelem, size_t elsize))
+{
+    return NATIVE_GO(calloc)(nelem, elsize);
+}
+
+NATIVE_ENTRY(void *, native_entry_realloc, "realloc",
+             (void *ptr, size_t size))
+{
+    return NATIVE_GO(realloc)(ptr, size);
+}
+
+NATIVE_ENTRY(void, native_entry_free, "free", (void *ptr))
+{
+    NATIVE_GO(free)(ptr);
+}
+
+NATIVE_ENTRY(void *, native_entry_reallocarray, "reallocarray",
+             (void *ptr, size_t nelem, size_t elsize))
+{
+    if (elsize != 0 && nelem > SIZE_MAX / elsize) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return NATIVE_GO(realloc)(ptr, nelem * elsize);
+}
+
+NATIVE_ENTRY(int, native_entry_posix_memalign, "posix_memalign",
+             (void **out, size_t align, size_t size))
+{
+    return NATIVE_GO(posix_memalign)(out, align, size);
+}
+
+NATIVE_ENTRY(void *, native_entry_aligned_alloc, "aligned_alloc",
+             (size_t align, size_t size))
+{
+    return NATIVE_GO(aligned_alloc)(align, size);
+}
+
+NATIVE_ENTRY(void *, native_entry_memalign, "memalign",
+             (size_t align, size_t size))
+{
+    return NATIVE_GO(memalign)(align, size);
+}
+
+NATIVE_ENTRY(void *, native_entry_valloc, "valloc", (size_t size))
+{
+    return NATIVE_GO(valloc)(size);
+}
+
+NATIVE_ENTRY(void *, native_entry_pvalloc, "pvalloc", (size_t size))
+{
+    return NATIVE_GO(pvalloc)(size);
+}
+
+NATIVE_ENTRY(void *, native_entry_mmap, "mmap",
+             (void *addr, size_t len, int prot, int flags, int fd,
+              off_t off))
+{
+    return NATIVE_GO(mmap)(addr, len, prot, flags, fd, off);
+}
+
+NATIVE_ENTRY(void *, native_entry_mmap64, "mmap64",
+             (void *addr, size_t len, int prot, int flags, int fd,
+              off_t off))
+{
+    return NATIVE_GO(mmap)(addr, len, prot, flags, fd, off);
+}
+
+NATIVE_ENTRY(int, native_entry_munmap, "munmap", (void *addr, size_t len))
+{
+    return NATIVE_GO(munmap)(addr, len);
+}
+
+NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
+             (void *old, size_t old_size, size_t new_size, int flags, ...))
+{
+    va_list ap;
+    va_start(ap, flags);
+    void *new_address = va_arg(ap, void *);
+    va_end(ap);
+    return NATIVE_GO(mremap)(old, old_size, new_size, flags, new_address);
 }
 
 /* ---- start / stop ---------------------------------------------------------- */
@@ -737,6 +822,7 @@ _PyTraceMalloc_StartNative(void)
     int side = engine_lock();
     if (_PyTraceMalloc_TRACING()) {
         native_on = 1;
+        native_switch(1);
     }
     engine_leave(side);
     return native_on ? 0 : -1;
@@ -749,6 +835,7 @@ _PyTraceMalloc_StopNative(void)
         return;
     }
     int side = engine_lock();
+    native_switch(0);
     native_on = 0;
     engine_leave(side);
 }
