@@ -696,6 +696,47 @@ class RealNativeCodeTest(unittest.TestCase):
         self.assertEqual(out.strip(), "ok")
 
 
+PRELOADS = {
+    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+}
+
+
+class PreloadTest(unittest.TestCase):
+    """An allocator preloaded with LD_PRELOAD keeps serving the process
+    (the interposers forward to the next definition, its own), and its
+    blocks are traced; its own mappings made inside a call are not."""
+
+    def test_preloaded_allocators(self):
+        for name, path in PRELOADS.items():
+            with self.subTest(allocator=name):
+                if not os.path.exists(path):
+                    self.skipTest(f"{path} is not installed (Debian's "
+                                  f"libjemalloc2, libtcmalloc-minimal4)")
+                out = run("""
+                    libc.malloc_usable_size.restype = sz
+                    libc.malloc_usable_size.argtypes = [vp]
+                    tracemalloc.start(3, native=True)
+                    p = libc.malloc(100)
+                    line = here() - 1
+                    # glibc's class for 100 bytes is 104; jemalloc's and
+                    # tcmalloc's 112: the block is the preloaded one's.
+                    print(libc.malloc_usable_size(p))
+                    print(native_lines()[line] == (100, 1))
+                    blocks = [libc.malloc(1 << 16) for _ in range(100)]
+                    line = here() - 1
+                    # Exactly the blocks: the allocator's own mappings
+                    # (made inside the calls) are not native blocks.
+                    print(native_lines()[line] == (100 << 16, 100))
+                    for b in blocks:
+                        libc.free(b)
+                    libc.free(p)
+                    print(native_lines().get(line) is None)
+                """, env={"LD_PRELOAD": path})
+                self.assertEqual(out.split(), ["112", "True", "True",
+                                               "True"])
+
+
 class SamplingTest(unittest.TestCase):
 
     def test_sampled_estimate(self):
