@@ -696,6 +696,54 @@ class RealNativeCodeTest(unittest.TestCase):
         self.assertEqual(out.strip(), "ok")
 
 
+def find_numpy_site():
+    """Debian's numpy for this base's tag (3.11 only, in practice)."""
+    import glob
+    tag = sys.implementation.cache_tag
+    site = "/usr/lib/python3/dist-packages"
+    if glob.glob(os.path.join(site, "numpy", "core",
+                              f"_multiarray_umath.{tag}-*.so")):
+        return site
+    return None
+
+
+NUMPY_SITE = find_numpy_site()
+
+
+@unittest.skipIf(NUMPY_SITE is None,
+                 "no Debian numpy built for this base (python3-numpy is "
+                 "built for the system's CPython 3.11)")
+class NumpyTest(unittest.TestCase):
+    """numpy mallocs its data buffers and reports them with
+    PyTraceMalloc_Track() in domain 389047: counted there, once."""
+
+    def test_numpy_buffers_counted_once(self):
+        out = run(f"""
+            sys.path.append({NUMPY_SITE!r})
+            import numpy as np
+            tracemalloc.start(5, native=True)
+            n0 = tracemalloc.get_native_traced_memory()[0]
+            arrays = [np.ones(1 << 17) for _ in range(8)]    # 8 x 1 MiB
+            line = here() - 1
+            snap = tracemalloc.take_snapshot()
+            by_domain = {{}}
+            for t in snap.traces:
+                if (t.traceback[0].filename == "<string>"
+                        and t.traceback[0].lineno == line
+                        and t.size >= 1 << 20):
+                    by_domain[t.domain] = by_domain.get(t.domain, 0) + 1
+            print(by_domain == {{389047: 8}}, by_domain)
+            n1 = tracemalloc.get_native_traced_memory()[0]
+            print(n1 - n0 < 1 << 20)
+            del arrays
+            n2 = tracemalloc.get_native_traced_memory()[0]
+            print(abs(n2 - n0) < 1 << 20)
+        """)
+        lines = out.split("\n")
+        self.assertTrue(lines[0].startswith("True"), out)
+        self.assertEqual(lines[1:3], ["True", "True"], out)
+
+
 PRELOADS = {
     "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
     "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
