@@ -584,6 +584,134 @@ class CountedOnceTest(unittest.TestCase):
         self.assertEqual(out.strip(), "ok True")
 
 
+class NativeTallyFuzzTest(unittest.TestCase):
+    """Random programs of the allocator family's calls (fixed seeds), each
+    call on a line of its own, checked after every step against the
+    program's own tally of its live native blocks per line: the native
+    domain must hold exactly those, with exactly their sizes, also across
+    clear_traces(), reallocs that move or fail, mappings unmapped from
+    their start, and Python-domain and raw-domain allocations in between
+    (which must never show as native)."""
+
+    SEEDS = range(40)
+    STEPS = 200
+
+    @staticmethod
+    def program(seed, steps):
+        import random
+        rnd = random.Random(seed)
+        sizes = [0, 1, 8, 24, 100, 512, 4000, 65536, 300000]
+        lines = []
+        for _ in range(steps):
+            k = rnd.random()
+            size = rnd.choice(sizes) + rnd.randrange(0, 64)
+            if k < 0.25:
+                lines.append(f"note(libc.malloc({size}), {size})")
+            elif k < 0.32:
+                n = rnd.randrange(1, 9)
+                lines.append(f"note(libc.calloc({n}, {size}), {n * size})")
+            elif k < 0.45:
+                lines.append(f"resize({size}, libc.realloc(*pick({size})))")
+            elif k < 0.50:
+                lines.append(f"note(libc.aligned_alloc(64, {size * 64}), "
+                             f"{size * 64})")
+            elif k < 0.54:
+                lines.append("o = vp(); assert libc.posix_memalign("
+                             f"ctypes.byref(o), 256, {size}) == 0; "
+                             f"note(o.value, {size})")
+            elif k < 0.60:
+                pages = rnd.randrange(1, 40)
+                lines.append(f"mapped(libc.mmap(None, {pages} * PAGE, "
+                             f"PROT_RW, MAP_ANON_PRIVATE, -1, 0), {pages})")
+            elif k < 0.66:
+                lines.append("unmap_some()")
+            elif k < 0.86:
+                lines.append("release(libc.free)")
+            elif k < 0.90:
+                lines.append(f"py_blocks.append(bytes({size}))")
+            elif k < 0.94:
+                lines.append(f"raw_blocks.append(raw_malloc({size} + 1))")
+            elif k < 0.96:
+                lines.append("tracemalloc.clear_traces(); forget()")
+            else:
+                lines.append(f"resize(0, libc.realloc(*pick(0)))")
+        return lines
+
+    DRIVER = """
+        import random
+        rnd = random.Random(SEED)
+        PAGE = _mmap.PAGESIZE
+        raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
+        raw_malloc.restype, raw_malloc.argtypes = vp, [sz]
+        live = {}          # ptr -> (line, size, traced, kind)
+        py_blocks, raw_blocks = [], []
+        def caller():
+            return sys._getframe(2).f_lineno
+        def note(ptr, size, kind="heap"):
+            assert ptr not in (None, MAP_FAILED)
+            live[ptr] = (caller(), size, True, kind)
+        def mapped(ptr, pages):
+            assert ptr not in (None, MAP_FAILED)
+            live[ptr] = (caller(), pages * PAGE, True, "map")
+        heap = lambda: sorted(p for p, v in live.items() if v[3] == "heap")
+        last_pick = [None]
+        def pick(size):
+            ptrs = heap()
+            ptr = rnd.choice(ptrs) if ptrs and rnd.random() < 0.9 else None
+            last_pick[0] = ptr
+            return (ptr, size)
+        def resize(size, ptr2):
+            old = last_pick[0]
+            if old is not None and (ptr2 is not None or size == 0):
+                del live[old]          # moved, or freed by realloc(p, 0)
+            if ptr2 is not None:
+                live[ptr2] = (caller(), size, True, "heap")
+        def release(free):
+            ptrs = heap()
+            if ptrs:
+                ptr = rnd.choice(ptrs)
+                del live[ptr]
+                free(ptr)
+        def unmap_some():
+            maps = sorted(p for p, v in live.items() if v[3] == "map")
+            if not maps:
+                return
+            ptr = rnd.choice(maps)
+            line, size, traced, kind = live.pop(ptr)
+            first = rnd.choice([size, PAGE]) if size > PAGE else size
+            assert libc.munmap(ptr, first) == 0
+            if first < size:       # the rest's trace moves past the hole
+                live[ptr + first] = (line, size - first, traced, "map")
+        def forget():
+            for p, v in list(live.items()):
+                live[p] = (v[0], v[1], False, v[3])
+        def check(step):
+            want = {}
+            for line, size, traced, kind in live.values():
+                if traced:
+                    s, c = want.get(line, (0, 0))
+                    want[line] = (s + size, c + 1)
+            got = native_lines()
+            assert got == want, (step, sorted(set(got.items()) ^ set(want.items())))
+        tracemalloc.start(3, native=True)
+    """
+
+    def test_tally(self):
+        for seed in self.SEEDS:
+            with self.subTest(seed=seed):
+                steps = self.program(seed, self.STEPS)
+                body = textwrap.dedent(self.DRIVER).replace("SEED",
+                                                            str(seed))
+                for i, line in enumerate(steps):
+                    body += f"{line}\ncheck({i})\n"
+                body += ("for p, v in live.items():\n"
+                         "    (libc.munmap(p, v[1]) if v[3] == 'map' "
+                         "else libc.free(p))\n"
+                         "assert not native_lines(), native_lines()\n"
+                         "print('ok')\n")
+                self.assertEqual(run(body).strip(), "ok")
+
+
 class RealNativeCodeTest(unittest.TestCase):
 
     @classmethod
