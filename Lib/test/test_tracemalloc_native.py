@@ -370,6 +370,37 @@ class NativeApiTest(unittest.TestCase):
             self.assertIn(name, defined)
 
 
+    def test_libraries_bind_to_the_interposers(self):
+        # The dynamic linker binds libsqlite3's and the C library's own
+        # malloc() to the executable's definition (LD_DEBUG=bindings).
+        try:
+            import _sqlite3
+        except ImportError:
+            self.skipTest("no _sqlite3")
+        env = dict(os.environ, LD_DEBUG="bindings")
+        proc = subprocess.run([sys.executable, "-c", "import _sqlite3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env)
+        exe = os.path.realpath(sys.executable)
+        bound = set()
+        for line in proc.stderr.splitlines():
+            if "binding file" not in line or " to " not in line:
+                continue
+            src, _, rest = line.partition("binding file ")[2].partition(" to ")
+            dst = rest.split(" [")[0]
+            for name in ("malloc", "free", "realloc", "calloc"):
+                if f"`{name}'" in rest and os.path.realpath(dst) == exe:
+                    bound.add((os.path.basename(src.split(" [")[0]), name))
+        libsqlite = {(lib, name) for lib, name in bound
+                     if lib.startswith("libsqlite3")}
+        if not any(lib.startswith("libsqlite3") for lib, _ in bound) \
+                and "libsqlite3" not in proc.stderr:
+            self.skipTest("_sqlite3 is not linked to a shared libsqlite3")
+        self.assertIn(("libsqlite3.so.0", "malloc"), libsqlite, bound)
+        self.assertIn(("libsqlite3.so.0", "free"), libsqlite, bound)
+        self.assertIn(("libc.so.6", "malloc"), bound)
+
+
 class NativeCallsTest(unittest.TestCase):
     """ctypes calls of the process's allocator family, at known lines."""
 
