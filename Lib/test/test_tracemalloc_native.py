@@ -819,6 +819,31 @@ class RealNativeCodeTest(unittest.TestCase):
         self.check_extension(self.cxx_dir, self.cxx_error, "_native_cxx",
                              CXX_EXTENSION)
 
+    def test_shutdown_with_c_threads_allocating(self):
+        # C threads go on allocating while the interpreter finalizes (and
+        # after native tracing stopped); an atexit handler's allocations
+        # are still traced at its line.  Nothing may hang or crash.
+        if self.ext_dir is None:
+            self.skipTest(self.ext_error)
+        for sample in ("None", "4096"):
+            with self.subTest(sample=sample):
+                out = run(f"""
+                    sys.path.insert(0, {self.ext_dir!r})
+                    import _native_ext as ext, atexit
+                    tracemalloc.start(5, native=True, sample={sample})
+                    def at_exit():
+                        p = libc.malloc(123456)
+                        line = here() - 1
+                        if {sample} is None:
+                            assert native_lines().get(line) == (123456, 1)
+                        print("atexit ok", flush=True)
+                    atexit.register(at_exit)
+                    ext.start_threads(8, 200000, 0)   # never joined
+                    print("main done", flush=True)
+                """, timeout=120)
+                self.assertEqual(out.split("\n")[:2],
+                                 ["main done", "atexit ok"])
+
     def test_c_threads_while_snapshotting(self):
         # Threads without the GIL (and without a thread state) allocate
         # while the main thread takes snapshots: no deadlock, and their
