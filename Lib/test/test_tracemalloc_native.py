@@ -1051,10 +1051,19 @@ class SnapshotToolsTest(unittest.TestCase):
                 notnative = loaded.filter_traces(
                     [tracemalloc.DomainFilter(False, NATIVE)])
                 print(all(t.domain != NATIVE for t in notnative.traces))
+                # The HTML report and pprof take the native domain as any.
+                from tracemalloc import htmlreport
+                native_only = snap.filter_traces(NATIVE_ONLY)
+                htmlreport.write_html(native_only, {path!r} + ".html")
+                with open({path!r} + ".html") as f:
+                    html = f.read()
+                native_only.dump_pprof({path!r} + ".pb.gz")
+                print("100000" in html,
+                      os.path.getsize({path!r} + ".pb.gz") > 0)
                 for p in ptrs:
                     libc.free(p)
             """)
-        self.assertEqual(out.split(), ["True"] * 3)
+        self.assertEqual(out.split(), ["True"] * 5)
 
 
 if __name__ == "__main__":
