@@ -39,6 +39,18 @@
    that other objects' calls resolve to them. */
 #define NATIVE_EXPORT __attribute__((visibility("default"), used))
 
+/* The interposers and the resolvers run before a sanitizer's runtime has
+   set itself up (AddressSanitizer's interceptors call dlsym(), whose
+   error path calls malloc(), before its shadow memory exists): they must
+   not be instrumented.  The traced paths run only once tracing started,
+   and are. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define NATIVE_EARLY \
+       __attribute__((no_sanitize("address", "thread", "undefined")))
+#else
+#  define NATIVE_EARLY
+#endif
+
 /* ---- the functions forwarded to ----------------------------------------- */
 
 /* Before the first call resolves the table, each entry is a resolver.
@@ -82,7 +94,7 @@ static _Alignas(64) char boot_arena[BOOT_ARENA_SIZE];
 static size_t boot_used;        /* atomic */
 static uint64_t boot_blocks;    /* atomic: for the tests */
 
-static void *
+NATIVE_EARLY static void *
 boot_alloc(size_t size)
 {
     size_t need = (size + 15) & ~(size_t)15;
@@ -94,7 +106,7 @@ boot_alloc(size_t size)
     return boot_arena + at;     /* zeroed: the arena is static */
 }
 
-static inline int
+NATIVE_EARLY static inline int
 boot_owns(const void *ptr)
 {
     return (uintptr_t)ptr - (uintptr_t)boot_arena < BOOT_ARENA_SIZE;
@@ -108,7 +120,7 @@ static pthread_t resolve_thread;
 
 /* Fill the table; 1 when it is filled, 0 when the calling thread is the
    one resolving it (a call from inside dlsym()). */
-static int
+NATIVE_EARLY static int
 native_resolve(void)
 {
     int state = __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE);
@@ -169,13 +181,13 @@ native_resolve(void)
     return 1;
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_malloc(size_t size)
 {
     return native_resolve() ? native_next.malloc(size) : boot_alloc(size);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_calloc(size_t nelem, size_t elsize)
 {
     if (!native_resolve()) {
@@ -187,7 +199,7 @@ resolve_calloc(size_t nelem, size_t elsize)
     return native_next.calloc(nelem, elsize);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_realloc(void *ptr, size_t size)
 {
     if (!native_resolve()) {
@@ -203,7 +215,7 @@ resolve_realloc(void *ptr, size_t size)
     return native_next.realloc(ptr, size);
 }
 
-static void
+NATIVE_EARLY static void
 resolve_free(void *ptr)
 {
     if (boot_owns(ptr)) {
@@ -214,7 +226,7 @@ resolve_free(void *ptr)
     }
 }
 
-static int
+NATIVE_EARLY static int
 resolve_posix_memalign(void **out, size_t align, size_t size)
 {
     if (native_resolve() && native_next.posix_memalign
@@ -241,31 +253,31 @@ resolve_posix_memalign(void **out, size_t align, size_t size)
         return native_next.name(__VA_ARGS__); \
     } while (0)
 
-static void *
+NATIVE_EARLY static void *
 resolve_aligned_alloc(size_t align, size_t size)
 {
     RESOLVE_OR_FAIL(aligned_alloc, align, size);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_memalign(size_t align, size_t size)
 {
     RESOLVE_OR_FAIL(memalign, align, size);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_valloc(size_t size)
 {
     RESOLVE_OR_FAIL(valloc, size);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_pvalloc(size_t size)
 {
     RESOLVE_OR_FAIL(pvalloc, size);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (!native_resolve()) {
@@ -275,7 +287,7 @@ resolve_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
     return native_next.mmap(addr, len, prot, flags, fd, off);
 }
 
-static int
+NATIVE_EARLY static int
 resolve_munmap(void *addr, size_t len)
 {
     if (!native_resolve()) {
@@ -285,7 +297,7 @@ resolve_munmap(void *addr, size_t len)
     return native_next.munmap(addr, len);
 }
 
-static void *
+NATIVE_EARLY static void *
 resolve_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
     va_list ap;
@@ -668,7 +680,7 @@ static _PyTraceMalloc_NativeFunctions native_entry = {
    definitions; an optional function without a next definition keeps its
    resolver, which fails cleanly.  Under the engine lock, or while the
    first call resolves the table (before any thread can trace). */
-static void
+NATIVE_EARLY static void
 native_switch(int on)
 {
 #define SET(name, traced) \
@@ -695,8 +707,8 @@ native_switch(int on)
    _FILE_OFFSET_BITS=64), and the C names must not be the builtins' the
    compiler knows. */
 #define NATIVE_ENTRY(ret, cname, symbol, params) \
-    NATIVE_EXPORT ret cname params __asm__(symbol); \
-    NATIVE_EXPORT ret cname params
+    NATIVE_EXPORT NATIVE_EARLY ret cname params __asm__(symbol); \
+    NATIVE_EXPORT NATIVE_EARLY ret cname params
 
 NATIVE_ENTRY(void *, native_entry_malloc, "malloc", (size_t size))
 {
