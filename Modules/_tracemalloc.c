@@ -10,6 +10,7 @@
 #include "Python.h"
 #include "pycore_pymem.h"         // _Py_tracemalloc_config
 #include "pycore_tracemalloc.h"
+#include "pycore_tracemalloc_native.h"
 #include "pycore_sysmodule.h"     // _PySys_GetSizeOf()
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -1411,7 +1412,8 @@ _tracemalloc__get_object_traceback(PyObject *module, PyObject *obj)
 /* start() is written by hand: Argument Clinic's int converter has no
    "int or None or str" keyword of our own. */
 PyDoc_STRVAR(tracemalloc_start__doc__,
-"start($module, nframe=1, /, *, sample=None, allocations=None)\n"
+"start($module, nframe=1, /, *, sample=None, allocations=None,\n"
+"      native=None)\n"
 "--\n"
 "\n"
 "Start tracing memory allocations.\n"
@@ -1421,8 +1423,11 @@ PyDoc_STRVAR(tracemalloc_start__doc__,
 "only sampled blocks are traced and statistics are estimates.  With\n"
 "allocations=True, the engine also keeps what each call path allocated\n"
 "since tracing started, freed or not (take_snapshot(allocated=True)).\n"
-"Called while tracing, it leaves tracing as it is (sample and\n"
-"allocations must then be the running mode's, or None).");
+"With native=True, the memory that code outside Python's allocator API\n"
+"allocates (malloc(), anonymous mmap()) is traced too, in domain\n"
+"NATIVE_DOMAIN.  Called while tracing, it leaves tracing as it is\n"
+"(sample and allocations must then be the running mode's, or None;\n"
+"native=True turns native tracing on).");
 
 /* A sampling interval: an int of bytes, or a str with a unit ("512KiB"). */
 static int
@@ -1475,6 +1480,7 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     PyObject *sample_obj = Py_None, *allocations_obj = Py_None;
+    PyObject *native_obj = Py_None;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
@@ -1486,6 +1492,10 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                  && PyUnicode_CompareWithASCIIString(name,
                                                      "allocations") == 0) {
             allocations_obj = args[nargs + i];
+        }
+        else if (PyUnicode_Check(name)
+                 && PyUnicode_CompareWithASCIIString(name, "native") == 0) {
+            native_obj = args[nargs + i];
         }
         else {
             PyErr_Format(PyExc_TypeError,
@@ -1508,12 +1518,33 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
         }
     }
+    int native = -1;
+    if (native_obj != Py_None) {
+        native = PyObject_IsTrue(native_obj);
+        if (native < 0) {
+            return NULL;
+        }
+    }
     uint64_t sample;
     if (!sample_converter(sample_obj, &sample)) {
         return NULL;
     }
+    if (native == 0 && _PyTraceMalloc_IsTracingNative()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "tracemalloc is already tracing native memory: "
+                        "call stop() first");
+        return NULL;
+    }
+    int was_tracing = _Py_tracemalloc_config.tracing != 0;
     if (_PyTraceMalloc_StartSampled(nframe, sample, sample_obj != Py_None,
                                     allocations) < 0) {
+        return NULL;
+    }
+    if (native == 1 && _PyTraceMalloc_StartNative() < 0) {
+        if (!was_tracing) {
+            /* All or nothing: a start() that raises leaves tracing off. */
+            _PyTraceMalloc_Stop();
+        }
         return NULL;
     }
     Py_RETURN_NONE;
@@ -2091,7 +2122,39 @@ tracemalloc_startup_dump_pattern(PyObject *module, PyObject *unused)
     return _PyTraceMalloc_StartupDumpPattern();
 }
 
+PyDoc_STRVAR(tracemalloc_is_tracing_native__doc__,
+"is_tracing_native($module, /)\n"
+"--\n"
+"\n"
+"True if native memory (malloc(), anonymous mmap() of code outside\n"
+"Python's allocator API) is traced, in domain NATIVE_DOMAIN.");
+
+static PyObject *
+tracemalloc_is_tracing_native(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(_PyTraceMalloc_IsTracingNative());
+}
+
+PyDoc_STRVAR(tracemalloc_get_native_traced_memory__doc__,
+"get_native_traced_memory($module, /)\n"
+"--\n"
+"\n"
+"The native domain's traced size now and its own peak, as a (current,\n"
+"peak) tuple; get_traced_memory() includes it.");
+
+static PyObject *
+tracemalloc_get_native_traced_memory(PyObject *module, PyObject *unused)
+{
+    size_t current, peak;
+    _PyTraceMalloc_GetNativeTracedMemory(&current, &peak);
+    return Py_BuildValue("nn", (Py_ssize_t)current, (Py_ssize_t)peak);
+}
+
 static PyMethodDef module_methods[] = {
+    {"is_tracing_native", tracemalloc_is_tracing_native, METH_NOARGS,
+     tracemalloc_is_tracing_native__doc__},
+    {"get_native_traced_memory", tracemalloc_get_native_traced_memory,
+     METH_NOARGS, tracemalloc_get_native_traced_memory__doc__},
     _TRACEMALLOC_IS_TRACING_METHODDEF
     _TRACEMALLOC_CLEAR_TRACES_METHODDEF
     _TRACEMALLOC__GET_TRACES_METHODDEF
@@ -2168,7 +2231,9 @@ PyInit__tracemalloc(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(module, "SnapshotColumns",
-                              (PyObject *)&ColumnsType) < 0) {
+                              (PyObject *)&ColumnsType) < 0
+        || PyModule_AddIntConstant(module, "NATIVE_DOMAIN",
+                                   _PyTraceMalloc_NATIVE_DOMAIN) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -17,6 +17,7 @@
 #include "pycore_pystate.h"       // _PyThreadState_GET()
 #include "pycore_traceback.h"     // _Py_DumpHexadecimal()
 #include "pycore_tracemalloc.h"
+#include "pycore_tracemalloc_native.h"
 
 #include "tracemalloc_engine.h"
 #include "tracemalloc_memory.c"
@@ -31,6 +32,7 @@
 #include "tracemalloc_hooks.c"
 #include "tracemalloc_dumpover.c"
 #include "tracemalloc_startup.c"
+#include "tracemalloc_native.c"
 
 /* ---- start / stop ------------------------------------------------------- */
 
@@ -97,7 +99,10 @@ static uint64_t tracing_sessions;
 int
 _PyTraceMalloc_Start(int max_nframe)
 {
-    return _PyTraceMalloc_StartSampled(max_nframe, startup_sample, 0, -1);
+    if (_PyTraceMalloc_StartSampled(max_nframe, startup_sample, 0, -1) < 0) {
+        return -1;
+    }
+    return startup_native ? _PyTraceMalloc_StartNative() : 0;
 }
 
 /* Read the sampling options of CONFIG: 0 and the interval (0: none), or -1
@@ -109,6 +114,9 @@ _PyTraceMalloc_ReadSampleOption(const PyConfig *config, const char **error)
     const char *option;
     char buffer[64];
     startup_sample = 0;
+    if (native_read_option(config, error) < 0) {
+        return -1;
+    }
     const char *text = startup_option(
         config, L"tracemalloc_sample", "-X tracemalloc_sample",
         "PYTHONTRACEMALLOCSAMPLE", buffer, sizeof(buffer), &option);
@@ -140,7 +148,7 @@ _PyTraceMalloc_StartupDefaultSample(void)
 int
 _PyTraceMalloc_StartupSample(void)
 {
-    return startup_sample != 0;
+    return startup_sample != 0 || startup_native;
 }
 
 /* Start tracing; SAMPLE is the mean sampling interval in bytes (0: exact).
@@ -236,6 +244,7 @@ _PyTraceMalloc_Stop(void)
     if (!_PyTraceMalloc_TRACING()) {
         return;
     }
+    _PyTraceMalloc_StopNative();
     int side = engine_lock();
     _PyTraceMalloc_SET_TRACING(0);
     engine_release_unlocked();
@@ -333,6 +342,15 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
               : (side && !tm.sample.interval)
                 ? store_track(domain, ptr, size, node)
               : store_add_table(domain, ptr, size, node);
+        if (res == 0 && native_on
+            && domain != _PyTraceMalloc_NATIVE_DOMAIN) {
+            /* The owner's domain wins over the native trace of the
+               block it reports (numpy's data buffers, N2). */
+            _PyTraceMalloc_Node native_node;
+            size_t native_size;
+            (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, ptr,
+                                     &native_node, &native_size);
+        }
     }
     engine_leave(side);
     if (ensured) {

@@ -36,6 +36,8 @@
  *  Python/tracemalloc_sample.c       sampling mode: the countdowns, the
  *                                    filter of sampled addresses, the
  *                                    estimator
+ *  Python/tracemalloc_native.c       native memory: the interposers of
+ *                                    malloc() and mmap(), the native domain
  *  Python/tracemalloc_base.h         the adapter: the interpreter's frame,
  *                                    code and thread-state fields, from
  *                                    tracemalloc_base311.h (one per base)
@@ -240,6 +242,10 @@ static struct {
         size_t current;
         size_t peak;
         size_t ntraces;
+        /* The native domain's share of current, and its own peak
+           (tracemalloc_native.c) */
+        size_t native_current;
+        size_t native_peak;
         /* 1 once PyTraceMalloc_Track() has put a default-domain trace in
            the table, whose address may be, or become, a pymalloc block's:
            a new trace in a pool slot must then replace the table's trace
@@ -434,6 +440,9 @@ static inline uint64_t acct_count(size_t size);
 static inline void sample_filter_add(uintptr_t ptr);
 static inline void sample_filter_remove(uintptr_t ptr);
 static void sample_after_fork(void);
+
+/* tracemalloc_native.c: native tracing is on (the interposers' branch) */
+static int native_on;
 
 /* tracemalloc_compact.c */
 static inline void compact_if_due(void);

@@ -26,6 +26,10 @@ atomic_int _PyTraceMalloc_foreign;
    fallback) and by the fork and start handlers, read by every GIL holder
    as it enters: a relaxed atomic (issue 29, item 1.5). */
 atomic_int _PyTraceMalloc_asymmetric;
+/* This thread holds the lock's side without the GIL (foreign_lock): the
+   native interposers leave whatever it allocates meanwhile alone (N3),
+   instead of waiting for the lock it holds. */
+static _Thread_local int tm_foreign_inside;
 /* Fairness: a GIL holder that found `foreign` up raises
    tm.lock.gil_waiting, and the next caller without the GIL waits until it
    has been in, so that a steady stream of such callers (thread pools
@@ -209,6 +213,7 @@ _PyTraceMalloc_LockNoGIL(void)
     while (atomic_load(&tm.lock.gil_waiting)) {
         sched_yield();
     }
+    tm_foreign_inside = 1;
     tm.lock.foreign_entries++;
     atomic_store_explicit(&_PyTraceMalloc_foreign, 1, memory_order_relaxed);
     tm_heavy_barrier();
@@ -245,6 +250,7 @@ _PyTraceMalloc_UnlockNoGIL(void)
 {
     atomic_store_explicit(&_PyTraceMalloc_foreign, 0, memory_order_release);
     atomic_flag_clear_explicit(&tm.lock.foreign_lock, memory_order_release);
+    tm_foreign_inside = 0;
 }
 
 uint64_t
@@ -274,12 +280,14 @@ tm_atfork_prepare(void)
                                              memory_order_acquire)) {
         sched_yield();
     }
+    tm_foreign_inside = 1;      /* fork() may allocate: not native (N3) */
 }
 
 static void
 tm_atfork_parent(void)
 {
     atomic_flag_clear_explicit(&tm.lock.foreign_lock, memory_order_release);
+    tm_foreign_inside = 0;
 }
 
 static void
@@ -289,6 +297,7 @@ tm_atfork_child(void)
     atomic_store(&_PyTraceMalloc_gil_busy, 0);
     atomic_store(&tm.lock.gil_waiting, 0);
     atomic_flag_clear(&tm.lock.foreign_lock);
+    tm_foreign_inside = 0;
     /* The child's thread is another thread: its frames' links name the
        parent thread's root node (I12).  A new generation makes them link
        again, under the child's own root (I4). */
@@ -298,7 +307,11 @@ tm_atfork_child(void)
     /* membarrier registration is per process: register the child too. */
     atomic_store_explicit(&_PyTraceMalloc_asymmetric, 0,
                               memory_order_relaxed);
-    tm_setup_barrier();
+    if (!native_on) {
+        /* Native tracing keeps the lock symmetric (see
+           _PyTraceMalloc_StartNative()). */
+        tm_setup_barrier();
+    }
 }
 
 /* start(): the fork handlers and the membarrier(2) registration, once.

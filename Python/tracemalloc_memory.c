@@ -25,7 +25,9 @@ _PyTraceMalloc_RawAlloc(size_t size, int zero)
         tm.faults.bookkeeping--;
         return NULL;
     }
-    return zero ? calloc(1, size) : malloc(size);
+    /* Never native memory (N2). */
+    return zero ? _PyTraceMalloc_UntracedCalloc(1, size)
+                : _PyTraceMalloc_UntracedMalloc(size);
 }
 
 /* Transparent huge pages are 2 MiB on x86-64 and on arm64 with 4 KiB
@@ -77,9 +79,10 @@ _PyTraceMalloc_BulkAlloc(size_t size)
 {
     void *p = NULL;
     if (size < 2 * BULK_HUGE_PAGE) {
-        p = malloc(size);
+        p = _PyTraceMalloc_UntracedMalloc(size);
     }
-    else if (posix_memalign(&p, BULK_HUGE_PAGE, size) != 0) {
+    else if (_PyTraceMalloc_native_next.posix_memalign(&p, BULK_HUGE_PAGE,
+                                                       size) != 0) {
         p = NULL;
     }
     if (p != NULL) {

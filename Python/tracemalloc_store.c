@@ -126,6 +126,19 @@ totals_add(size_t size)
     }
 }
 
+/* The native domain's share of the totals: SUB bytes leave it, ADD
+   enter (tracemalloc_native.c). */
+static inline void
+native_totals(unsigned int domain, size_t add, size_t sub)
+{
+    if (domain == _PyTraceMalloc_NATIVE_DOMAIN) {
+        tm.store.native_current = tm.store.native_current + add - sub;
+        if (tm.store.native_current > tm.store.native_peak) {
+            tm.store.native_peak = tm.store.native_current;
+        }
+    }
+}
+
 /* ---- the store API ------------------------------------------------------ */
 
 void
@@ -138,6 +151,8 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm.store.current = 0;
     tm.store.peak = 0;
     tm.store.ntraces = 0;
+    tm.store.native_current = 0;
+    tm.store.native_peak = 0;
     tm.store.tracked_in_table = 0;
     tm.peak.pending = 0;
     if (tm.sample.interval) {
@@ -170,6 +185,7 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
             return -1;
         }
         tm.store.current -= acct_size(e->size);
+        native_totals(domain, 0, acct_size(e->size));
     }
     else {
         if ((tm.store.used + 1) * 4 > (tm.store.mask + 1) * 3) {
@@ -193,6 +209,7 @@ store_add_table(unsigned int domain, uintptr_t ptr, size_t size,
     e->node = node_to_stored(node);
     e->size = size;
     totals_add(acct_size(size));
+    native_totals(domain, acct_size(size), 0);
     return 0;
 }
 
@@ -307,6 +324,7 @@ store_remove_table(unsigned int domain, uintptr_t ptr,
     peak_before_decrease();
     peak_account_remove(domain, *node, *size);
     tm.store.current -= acct_size(e->size);
+    native_totals(domain, 0, acct_size(e->size));
     tm.store.ntraces--;
     if (tm.sample.interval) {
         sample_filter_remove(ptr);
@@ -525,6 +543,7 @@ void
 _PyTraceMalloc_StoreResetPeak_unlocked(void)
 {
     tm.store.peak = tm.store.current;
+    tm.store.native_peak = tm.store.native_current;
     tm.peak.pending = 1;      /* the live traces are the peak now */
 }
 

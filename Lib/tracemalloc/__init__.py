@@ -40,13 +40,16 @@ import os.path
 
 # The tracing engine itself.  The public functions are re-exported unchanged.
 from _tracemalloc import (  # noqa: F401
+    NATIVE_DOMAIN,
     clear_traces,
+    get_native_traced_memory,
     get_sample,
     get_traceback_limit,
     get_traced_memory,
     get_tracemalloc_memory,
     is_tracing,
     is_tracing_allocations,
+    is_tracing_native,
     reset_peak,
     start,
     stop,

@@ -67,6 +67,7 @@ OURS = [
     "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without the base's pristine
     "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
+    "test.test_tracemalloc_native",  # issue 32: native memory
 ]
 
 # `make test-real-suites` (--only real-suites): the pytest plugin on slices

@@ -1,0 +1,1093 @@
+"""Native memory (issue 32): what code outside Python's allocator API
+allocates, traced in tracemalloc.NATIVE_DOMAIN at the Python line that
+caused it.
+
+Each scenario runs in a child interpreter of its own (native tracing
+interposes the process's malloc(), and some scenarios need -X options,
+PYTHONMALLOC or fork()).  The C and C++ extensions are compiled here with
+the build's own compiler and flags (sysconfig); the tests that need them
+skip without a compiler.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import unittest
+
+from test import support
+from test.support.script_helper import assert_python_ok, assert_python_failure
+
+import tracemalloc
+
+NATIVE_DOMAIN = tracemalloc.NATIVE_DOMAIN
+
+# A sanitizer build (make sanitizer-test): its runtime replaces C++'s
+# operator new (not through malloc()) and must come first in the library
+# list (no LD_PRELOAD allocator).
+SANITIZED = any(
+    flag in (sysconfig.get_config_var(var) or "")
+    for var in ("CONFIG_ARGS", "CFLAGS", "PY_CFLAGS")
+    for flag in ("sanitizer", "-fsanitize="))
+
+
+def allocator_known(name):
+    """Does this build know PYTHONMALLOC=NAME (a sanitizer build has no
+    pymalloc)?"""
+    proc = subprocess.run([sys.executable, "-c", "pass"],
+                          env=dict(os.environ, PYTHONMALLOC=name),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc.returncode == 0
+
+
+# The C extension: LEAK_LINE is the malloc() whose blocks the tests look
+# for (a known line of C, called from a known line of Python); the
+# threads never hold the GIL and never had a thread state.
+C_EXTENSION = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KEPT 4096
+static void *kept[MAX_KEPT];
+static int nkept;
+
+static PyObject *
+leak(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n < 0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (nkept == MAX_KEPT) {
+        return PyErr_NoMemory();
+    }
+    void *p = malloc((size_t)n);    /* LEAK_LINE */
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    memset(p, 1, (size_t)n);
+    kept[nkept++] = p;
+    return PyLong_FromVoidPtr(p);
+}
+
+static PyObject *
+free_all(PyObject *self, PyObject *unused)
+{
+    while (nkept > 0) {
+        free(kept[--nkept]);
+    }
+    Py_RETURN_NONE;
+}
+
+/* Threads that never hold the GIL: each makes ITERATIONS rounds of
+   malloc/realloc/free, and keeps KEEP blocks of 1000 bytes. */
+#define MAX_THREADS 16
+static pthread_t threads[MAX_THREADS];
+static int nthreads, iterations, keep;
+static void *thread_kept[MAX_THREADS][64];
+
+static void *
+thread_main(void *arg)
+{
+    long index = (long)arg;
+    for (int i = 0; i < iterations; i++) {
+        void *p = malloc(16 + (size_t)(i % 700));
+        p = realloc(p, 2000 + (size_t)(i % 300));
+        void *q = calloc(3, 100);
+        free(p);
+        free(q);
+    }
+    for (int i = 0; i < keep; i++) {
+        thread_kept[index][i] = malloc(1000);
+    }
+    return NULL;
+}
+
+static PyObject *
+start_threads(PyObject *self, PyObject *args)
+{
+    if (!PyArg_ParseTuple(args, "iii", &nthreads, &iterations, &keep)) {
+        return NULL;
+    }
+    if (nthreads > MAX_THREADS || keep > 64) {
+        PyErr_SetString(PyExc_ValueError, "too many");
+        return NULL;
+    }
+    for (long i = 0; i < nthreads; i++) {
+        pthread_create(&threads[i], NULL, thread_main, (void *)i);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+join_threads(PyObject *self, PyObject *unused)
+{
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+free_thread_blocks(PyObject *self, PyObject *unused)
+{
+    for (int i = 0; i < nthreads; i++) {
+        for (int j = 0; j < keep; j++) {
+            free(thread_kept[i][j]);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"leak", leak, METH_O, NULL},
+    {"free_all", free_all, METH_NOARGS, NULL},
+    {"start_threads", start_threads, METH_VARARGS, NULL},
+    {"join_threads", join_threads, METH_NOARGS, NULL},
+    {"free_thread_blocks", free_thread_blocks, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native_ext", NULL, -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native_ext(void)
+{
+    return PyModule_Create(&module);
+}
+"""
+
+# The C++ extension: operator new (the C++ runtime's, which calls
+# malloc()) at a known line.
+CXX_EXTENSION = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <vector>
+
+static std::vector<std::vector<char> *> kept;
+
+static PyObject *
+leak(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n < 0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    kept.push_back(new std::vector<char>((size_t)n, 1));   /* LEAK_LINE */
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+free_all(PyObject *self, PyObject *unused)
+{
+    for (auto *v : kept) {
+        delete v;
+    }
+    kept.clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"leak", leak, METH_O, NULL},
+    {"free_all", free_all, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native_cxx", NULL, -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native_cxx(void)
+{
+    return PyModule_Create(&module);
+}
+"""
+
+
+def _compiler(var, fallbacks):
+    cc = (sysconfig.get_config_var(var) or "").split()
+    if cc and shutil.which(cc[0]):
+        return cc[0]
+    for name in fallbacks:
+        if shutil.which(name):
+            return name
+    return None
+
+
+def build_extension(tmpdir, name, source, cxx=False):
+    """Compile SOURCE as extension module NAME into TMPDIR with the
+    build's flags; return None (and why) when it cannot be built."""
+    cc = (_compiler("CXX", ["g++", "c++", "clang++"]) if cxx
+          else _compiler("CC", ["cc", "gcc", "clang"]))
+    if cc is None:
+        return None, "no C%s compiler" % ("++" if cxx else "")
+    includes = [sysconfig.get_paths()["include"],
+                os.path.dirname(sysconfig.get_config_h_filename())]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    src = os.path.join(tmpdir, name + (".cpp" if cxx else ".c"))
+    with open(src, "w") as f:
+        f.write(source)
+    flags = (sysconfig.get_config_var("CFLAGS") or "").split()
+    # The build's CFLAGS are C's; a C++ compiler warns about some.
+    flags = [f for f in flags if not (cxx and f.startswith("-std="))]
+    cmd = ([cc] + flags + ["-fPIC", "-shared", "-pthread"]
+           + ["-I" + d for d in includes]
+           + [src, "-o", os.path.join(tmpdir, name + suffix)])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        return None, "cannot build %s: %s" % (name, proc.stdout[-2000:])
+    return tmpdir, None
+
+
+def leak_line(source):
+    return next(i for i, line in enumerate(source.splitlines(), 1)
+                if "LEAK_LINE" in line)
+
+
+PRELUDE = """
+import ctypes, gc, os, sys, tracemalloc
+NATIVE = tracemalloc.NATIVE_DOMAIN
+NATIVE_ONLY = [tracemalloc.DomainFilter(True, NATIVE)]
+libc = ctypes.CDLL(None)     # the process's malloc: the interposers
+vp, sz = ctypes.c_void_p, ctypes.c_size_t
+libc.malloc.restype, libc.malloc.argtypes = vp, [sz]
+libc.calloc.restype, libc.calloc.argtypes = vp, [sz, sz]
+libc.realloc.restype, libc.realloc.argtypes = vp, [vp, sz]
+libc.reallocarray.restype, libc.reallocarray.argtypes = vp, [vp, sz, sz]
+libc.free.restype, libc.free.argtypes = None, [vp]
+libc.aligned_alloc.restype, libc.aligned_alloc.argtypes = vp, [sz, sz]
+libc.memalign.restype, libc.memalign.argtypes = vp, [sz, sz]
+libc.valloc.restype, libc.valloc.argtypes = vp, [sz]
+libc.pvalloc.restype, libc.pvalloc.argtypes = vp, [sz]
+libc.posix_memalign.restype = ctypes.c_int
+libc.posix_memalign.argtypes = [ctypes.POINTER(vp), sz, sz]
+libc.mmap.restype = vp
+libc.mmap.argtypes = [vp, sz, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long]
+libc.munmap.restype, libc.munmap.argtypes = ctypes.c_int, [vp, sz]
+libc.mremap.restype = vp
+libc.mremap.argtypes = [vp, sz, sz, ctypes.c_int]
+import mmap as _mmap
+PROT_RW = _mmap.PROT_READ | _mmap.PROT_WRITE
+MAP_ANON_PRIVATE = _mmap.MAP_ANONYMOUS | _mmap.MAP_PRIVATE
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+def here():
+    return sys._getframe(1).f_lineno
+
+def native_lines(snapshot=None):
+    # {lineno: (size, count)} of the native traces of this script
+    snapshot = snapshot or tracemalloc.take_snapshot()
+    out = {}
+    for st in snapshot.filter_traces(NATIVE_ONLY).statistics("lineno"):
+        frame = st.traceback[0]
+        if frame.filename == "<string>":
+            out[frame.lineno] = (st.size, st.count)
+    return out
+"""
+
+
+def run(body, *args, env=None, python_args=(), timeout=None):
+    """Run PRELUDE + BODY in a child (exit status 0 expected, within
+    TIMEOUT: a deadlock fails instead of hanging); return its stdout."""
+    code = PRELUDE + textwrap.dedent(body)
+    child_env = dict(os.environ)
+    child_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", *python_args, "-c", code,
+         *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env,
+        timeout=timeout or support.LONG_TIMEOUT)
+    if proc.returncode != 0:
+        raise AssertionError("child exited with %d\nstdout:\n%s\nstderr:\n%s"
+                             % (proc.returncode, proc.stdout.decode()[-3000:],
+                                proc.stderr.decode()[-3000:]))
+    return proc.stdout.decode()
+
+
+class NativeApiTest(unittest.TestCase):
+
+    def test_constant_and_off(self):
+        self.assertEqual(NATIVE_DOMAIN, 0x4e6174)
+        out = run("""
+            print(tracemalloc.is_tracing_native(),
+                  tracemalloc.get_native_traced_memory())
+            tracemalloc.start(3)
+            print(tracemalloc.is_tracing(), tracemalloc.is_tracing_native())
+            p = libc.malloc(100000)
+            snap = tracemalloc.take_snapshot()
+            print(len(snap.filter_traces(NATIVE_ONLY).traces),
+                  tracemalloc.get_native_traced_memory())
+            libc.free(p)
+            tracemalloc.start(native=True)     # tracing already: native on
+            print(tracemalloc.is_tracing_native(),
+                  tracemalloc.get_traceback_limit())
+            try:
+                tracemalloc.start(native=False)
+            except RuntimeError as exc:
+                print("refused")
+            tracemalloc.stop()
+            print(tracemalloc.is_tracing(), tracemalloc.is_tracing_native(),
+                  tracemalloc.get_native_traced_memory())
+            tracemalloc.start(2, native=True)
+            print(tracemalloc.is_tracing(), tracemalloc.is_tracing_native())
+        """)
+        self.assertEqual(out.split("\n")[:6], [
+            "False (0, 0)", "True False", "0 (0, 0)", "True 3", "refused",
+            "False False (0, 0)"])
+        self.assertEqual(out.split("\n")[6], "True True")
+
+    def test_startup_options(self):
+        code = ("import tracemalloc; print(tracemalloc.is_tracing(), "
+                "tracemalloc.is_tracing_native(), "
+                "tracemalloc.get_traceback_limit())")
+        for args, env, expected in [
+                (["-X", "tracemalloc_native"], {}, "True True 1"),
+                (["-X", "tracemalloc_native=1", "-X", "tracemalloc=7"], {},
+                 "True True 7"),
+                (["-X", "tracemalloc_native=0"], {}, "False False 1"),
+                ([], {"PYTHONTRACEMALLOCNATIVE": "1"}, "True True 1"),
+                (["-E"], {"PYTHONTRACEMALLOCNATIVE": "1"}, "False False 1"),
+                ([], {"PYTHONTRACEMALLOCNATIVE": "0"}, "False False 1"),
+                (["-X", "tracemalloc_sample=64KiB", "-X",
+                  "tracemalloc_native"], {}, "True True 1")]:
+            with self.subTest(args=args, env=env):
+                rc, out, err = assert_python_ok(*args, "-c", code,
+                                                __isolated=False, **env)
+                self.assertEqual(out.decode().strip(), expected)
+        rc, out, err = assert_python_failure("-X", "tracemalloc_native=yes",
+                                             "-c", "pass")
+        self.assertIn(b"-X tracemalloc_native=yes: expected 1 or 0", err)
+
+    def test_interposers_are_exported(self):
+        # The executable defines the family; the C library's own calls
+        # (and every shared object's) resolve to its definitions.
+        nm = shutil.which("nm")
+        if nm is None:
+            self.skipTest("no nm")
+        proc = subprocess.run([nm, "-D", "--defined-only", sys.executable],
+                              stdout=subprocess.PIPE, text=True)
+        defined = {line.split()[-1] for line in proc.stdout.splitlines()}
+        for name in ("malloc", "calloc", "realloc", "reallocarray", "free",
+                     "posix_memalign", "aligned_alloc", "memalign",
+                     "valloc", "pvalloc", "mmap", "mmap64", "munmap",
+                     "mremap"):
+            self.assertIn(name, defined)
+
+
+    def test_libraries_bind_to_the_interposers(self):
+        # The dynamic linker binds libsqlite3's and the C library's own
+        # malloc() to the executable's definition (LD_DEBUG=bindings).
+        try:
+            import _sqlite3
+        except ImportError:
+            self.skipTest("no _sqlite3")
+        env = dict(os.environ, LD_DEBUG="bindings")
+        proc = subprocess.run([sys.executable, "-c", "import _sqlite3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env)
+        exe = os.path.realpath(sys.executable)
+        bound = set()
+        for line in proc.stderr.splitlines():
+            if "binding file" not in line or " to " not in line:
+                continue
+            src, _, rest = line.partition("binding file ")[2].partition(" to ")
+            dst = rest.split(" [")[0]
+            for name in ("malloc", "free", "realloc", "calloc"):
+                if f"`{name}'" in rest and os.path.realpath(dst) == exe:
+                    bound.add((os.path.basename(src.split(" [")[0]), name))
+        libsqlite = {(lib, name) for lib, name in bound
+                     if lib.startswith("libsqlite3")}
+        if not any(lib.startswith("libsqlite3") for lib, _ in bound) \
+                and "libsqlite3" not in proc.stderr:
+            self.skipTest("_sqlite3 is not linked to a shared libsqlite3")
+        self.assertIn(("libsqlite3.so.0", "malloc"), libsqlite, bound)
+        self.assertIn(("libsqlite3.so.0", "free"), libsqlite, bound)
+        self.assertIn(("libc.so.6", "malloc"), bound)
+
+
+class NativeCallsTest(unittest.TestCase):
+    """ctypes calls of the process's allocator family, at known lines."""
+
+    def test_family_traced_at_line(self):
+        out = run("""
+            tracemalloc.start(5, native=True)
+            ptrs = {}
+            ptrs[here()] = (libc.malloc(100001), 100001)
+            ptrs[here()] = (libc.calloc(7, 1001), 7007)
+            p = libc.malloc(5000)
+            ptrs[here()] = (libc.realloc(p, 300003), 300003)
+            q = libc.malloc(10)
+            ptrs[here()] = (libc.reallocarray(q, 3, 10007), 30021)
+            ptrs[here()] = (libc.aligned_alloc(4096, 8192), 8192)
+            ptrs[here()] = (libc.memalign(256, 2560), 2560)
+            ptrs[here()] = (libc.valloc(12345), 12345)
+            ptrs[here()] = (libc.pvalloc(999), 999)
+            out = ctypes.c_void_p()
+            assert libc.posix_memalign(ctypes.byref(out), 64, 6400) == 0
+            ptrs[here() - 1] = (out.value, 6400)
+            m = libc.mmap(None, 1 << 20, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            ptrs[here() - 1] = (m, 1 << 20)
+            lines = native_lines()
+            for line, (ptr, size) in sorted(ptrs.items()):
+                assert ptr not in (None, MAP_FAILED), line
+                assert lines.get(line) == (size, 1), (line, lines.get(line),
+                                                      size)
+            total = sum(size for ptr, size in ptrs.values())
+            cur, peak = tracemalloc.get_native_traced_memory()
+            assert cur >= total, (cur, total)
+            assert tracemalloc.get_traced_memory()[0] >= cur
+            for line, (ptr, size) in ptrs.items():
+                if line != max(ptrs):
+                    libc.free(ptr)
+            libc.munmap(m, 1 << 20)
+            lines = native_lines()
+            assert not set(lines) & set(ptrs), lines
+            print("ok", tracemalloc.get_native_traced_memory()[0] < cur)
+        """)
+        self.assertEqual(out.strip(), "ok True")
+
+    def test_mmap_munmap_mremap(self):
+        out = run("""
+            tracemalloc.start(5, native=True)
+            page = _mmap.PAGESIZE
+            m = libc.mmap(None, 16 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            line_map = here() - 1
+            assert native_lines()[line_map] == (16 * page, 1)
+            # Unmapping the first pages moves the trace past them.
+            assert libc.munmap(m, 4 * page) == 0
+            assert native_lines()[line_map] == (12 * page, 1)
+            # mremap() moves the trace to the current line.
+            m2 = libc.mremap(m + 4 * page, 12 * page, 64 * page,
+                             _mmap.MREMAP_MAYMOVE if hasattr(_mmap,
+                             'MREMAP_MAYMOVE') else 1)
+            line_remap = here() - 3
+            assert m2 != MAP_FAILED
+            lines = native_lines()
+            assert line_map not in lines, lines
+            assert lines[line_remap] == (64 * page, 1), lines
+            assert libc.munmap(m2, 64 * page) == 0
+            assert line_remap not in native_lines()
+            # File mappings are not native allocations.
+            with open(sys.executable, "rb") as f:
+                fm = _mmap.mmap(f.fileno(), 0, prot=_mmap.PROT_READ)
+            assert not native_lines(), native_lines()
+            fm.close()
+            # Python's mmap module, anonymous: traced at the caller's line.
+            am = _mmap.mmap(-1, 1 << 20)
+            line_anon = here() - 1
+            assert native_lines()[line_anon] == (1 << 20, 1)
+            am.close()
+            assert not native_lines()
+            print("ok")
+        """)
+        self.assertEqual(out.strip(), "ok")
+
+    def test_off_untraced(self):
+        # Native tracing off: nothing native is traced, and the Python
+        # domains are as before.
+        out = run("""
+            tracemalloc.start(5)
+            before = tracemalloc.get_traced_memory()[0]
+            p = libc.malloc(1 << 20)
+            m = libc.mmap(None, 1 << 20, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            after = tracemalloc.get_traced_memory()[0]
+            snap = tracemalloc.take_snapshot()
+            print(len(snap.filter_traces(NATIVE_ONLY).traces),
+                  after - before < 1 << 16,
+                  tracemalloc.get_native_traced_memory())
+            libc.free(p)
+            libc.munmap(m, 1 << 20)
+        """)
+        self.assertEqual(out.strip(), "0 True (0, 0)")
+
+
+class CountedOnceTest(unittest.TestCase):
+    """Python's own memory is never counted again as native."""
+
+    BODY = """
+        tracemalloc.start(5, native=True)
+        PyMem_RawMalloc = ctypes.pythonapi.PyMem_RawMalloc
+        PyMem_RawMalloc.restype, PyMem_RawMalloc.argtypes = vp, [sz]
+        PyMem_RawFree = ctypes.pythonapi.PyMem_RawFree
+        PyMem_RawFree.restype, PyMem_RawFree.argtypes = None, [vp]
+        n0 = tracemalloc.get_native_traced_memory()[0]
+        t0 = tracemalloc.get_traced_memory()[0]
+        raw = PyMem_RawMalloc(3 << 20)
+        raw_line = here() - 1
+        keep = [b"x" * 1000 for _ in range(5000)]
+        big = bytearray(8 << 20)
+        strings = [str(i) * 20 for i in range(50000)]
+        n1 = tracemalloc.get_native_traced_memory()[0]
+        t1 = tracemalloc.get_traced_memory()[0]
+        snap = tracemalloc.take_snapshot()
+        raw_trace = [t for t in snap.traces
+                     if t.traceback[0].lineno == raw_line
+                     and t.traceback[0].filename == "<string>"
+                     and t.size == 3 << 20]
+        assert [t.domain for t in raw_trace] == [0], raw_trace
+        assert n1 == n0, (n0, n1)
+        assert t1 - t0 > (3 << 20) + (8 << 20) + 5000 * 1000, (t0, t1)
+        PyMem_RawFree(raw)
+        # A thread's Python allocations (and its thread state) are not
+        # native either.
+        import threading
+        def work():
+            global keep2
+            keep2 = [bytes(2000) for _ in range(1000)]
+        th = threading.Thread(target=work)
+        th.start(); th.join()
+        n2 = tracemalloc.get_native_traced_memory()[0]
+        assert n2 - n1 < 4096, (n1, n2)
+        # Snapshots and statistics: the engine's and the module's own
+        # memory is not native.
+        for _ in range(10):
+            s = tracemalloc.take_snapshot()
+            s.statistics("traceback")
+            s.compare_to(snap, "lineno")
+        del s
+        n3 = tracemalloc.get_native_traced_memory()[0]
+        assert n3 == n2, (n2, n3)
+        print("ok")
+    """
+
+    def test_counted_once(self):
+        self.assertEqual(run(self.BODY).strip(), "ok")
+
+    def test_counted_once_allocators(self):
+        # PYTHONMALLOC=malloc sends the mem and obj domains to the raw
+        # allocator (malloc()), mimalloc maps its own segments.
+        allocators = ["pymalloc", "malloc", "debug", "malloc_debug"]
+        if sys.version_info >= (3, 13):
+            allocators += ["mimalloc", "mimalloc_debug"]   # 3.13's own
+        for allocator in allocators:
+            if not allocator_known(allocator):
+                continue
+            with self.subTest(allocator=allocator):
+                env = {"PYTHONMALLOC": allocator}
+                self.assertEqual(run(self.BODY, env=env).strip(), "ok")
+
+    def test_python_domain_unchanged(self):
+        # The same deterministic allocations, traced with and without
+        # native tracing, give the same Python-domain traces.
+        out = run("""
+            def work():
+                return [bytes(700 + i % 50) for i in range(3000)]  # line A
+
+            def measure(native):
+                tracemalloc.start(5, native=native)
+                data = work()
+                snap = tracemalloc.take_snapshot()
+                stats = snap.filter_traces(
+                    [tracemalloc.DomainFilter(True, 0),
+                     tracemalloc.Filter(True, "<string>")]
+                ).statistics("lineno")
+                tracemalloc.stop()
+                return [(s.traceback[0].lineno, s.size, s.count)
+                        for s in stats
+                        if s.traceback[0].filename == "<string>"]
+            a = measure(False)
+            b = measure(True)
+            c = measure(False)
+            assert a == b == c, (a, b, c)
+            assert a and a[0][2] >= 3000, a
+            print("ok")
+        """)
+        self.assertEqual(out.strip(), "ok")
+
+    def test_tracked_domain_wins(self):
+        # A block its owner reports with PyTraceMalloc_Track() (numpy's
+        # data buffers) is counted in the owner's domain, not twice.
+        out = run("""
+            tracemalloc.start(5, native=True)
+            track = ctypes.pythonapi.PyTraceMalloc_Track
+            track.restype = ctypes.c_int
+            track.argtypes = [ctypes.c_uint, ctypes.c_size_t, sz]
+            untrack = ctypes.pythonapi.PyTraceMalloc_Untrack
+            untrack.restype = ctypes.c_int
+            untrack.argtypes = [ctypes.c_uint, ctypes.c_size_t]
+            p = libc.malloc(50000)
+            line = here() - 1
+            assert native_lines()[line] == (50000, 1)
+            assert track(389047, p, 50000) == 0
+            snap = tracemalloc.take_snapshot()
+            doms = sorted(t.domain for t in snap.traces
+                          if t.traceback[0].filename == "<string>"
+                          and t.size == 50000)
+            assert doms == [389047], doms
+            assert untrack(389047, p) == 0
+            libc.free(p)
+            print("ok", tracemalloc.get_native_traced_memory()[0] < 50000)
+        """)
+        self.assertEqual(out.strip(), "ok True")
+
+
+class NativeTallyFuzzTest(unittest.TestCase):
+    """Random programs of the allocator family's calls (fixed seeds), each
+    call on a line of its own, checked after every step against the
+    program's own tally of its live native blocks per line: the native
+    domain must hold exactly those, with exactly their sizes, also across
+    clear_traces(), reallocs that move or fail, mappings unmapped from
+    their start, and Python-domain and raw-domain allocations in between
+    (which must never show as native)."""
+
+    SEEDS = range(40)
+    STEPS = 200
+
+    @staticmethod
+    def program(seed, steps):
+        import random
+        rnd = random.Random(seed)
+        sizes = [0, 1, 8, 24, 100, 512, 4000, 65536, 300000]
+        lines = []
+        for _ in range(steps):
+            k = rnd.random()
+            size = rnd.choice(sizes) + rnd.randrange(0, 64)
+            if k < 0.25:
+                lines.append(f"note(libc.malloc({size}), {size})")
+            elif k < 0.32:
+                n = rnd.randrange(1, 9)
+                lines.append(f"note(libc.calloc({n}, {size}), {n * size})")
+            elif k < 0.45:
+                lines.append(f"resize({size}, libc.realloc(*pick({size})))")
+            elif k < 0.50:
+                lines.append(f"note(libc.aligned_alloc(64, {size * 64}), "
+                             f"{size * 64})")
+            elif k < 0.54:
+                lines.append("o = vp(); assert libc.posix_memalign("
+                             f"ctypes.byref(o), 256, {size}) == 0; "
+                             f"note(o.value, {size})")
+            elif k < 0.60:
+                pages = rnd.randrange(1, 40)
+                lines.append(f"mapped(libc.mmap(None, {pages} * PAGE, "
+                             f"PROT_RW, MAP_ANON_PRIVATE, -1, 0), {pages})")
+            elif k < 0.66:
+                lines.append("unmap_some()")
+            elif k < 0.86:
+                lines.append("release(libc.free)")
+            elif k < 0.90:
+                lines.append(f"py_blocks.append(bytes({size}))")
+            elif k < 0.94:
+                lines.append(f"raw_blocks.append(raw_malloc({size} + 1))")
+            elif k < 0.96:
+                lines.append("tracemalloc.clear_traces(); forget()")
+            else:
+                lines.append(f"resize(0, libc.realloc(*pick(0)))")
+        return lines
+
+    DRIVER = """
+        import random
+        rnd = random.Random(SEED)
+        PAGE = _mmap.PAGESIZE
+        raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
+        raw_malloc.restype, raw_malloc.argtypes = vp, [sz]
+        live = {}          # ptr -> (line, size, traced, kind)
+        py_blocks, raw_blocks = [], []
+        def caller():
+            return sys._getframe(2).f_lineno
+        def note(ptr, size, kind="heap"):
+            assert ptr not in (None, MAP_FAILED)
+            live[ptr] = (caller(), size, True, kind)
+        def mapped(ptr, pages):
+            assert ptr not in (None, MAP_FAILED)
+            live[ptr] = (caller(), pages * PAGE, True, "map")
+        heap = lambda: sorted(p for p, v in live.items() if v[3] == "heap")
+        last_pick = [None]
+        def pick(size):
+            ptrs = heap()
+            ptr = rnd.choice(ptrs) if ptrs and rnd.random() < 0.9 else None
+            last_pick[0] = ptr
+            return (ptr, size)
+        def resize(size, ptr2):
+            old = last_pick[0]
+            if old is not None and (ptr2 is not None or size == 0):
+                del live[old]          # moved, or freed by realloc(p, 0)
+            if ptr2 is not None:
+                live[ptr2] = (caller(), size, True, "heap")
+        def release(free):
+            ptrs = heap()
+            if ptrs:
+                ptr = rnd.choice(ptrs)
+                del live[ptr]
+                free(ptr)
+        def unmap_some():
+            maps = sorted(p for p, v in live.items() if v[3] == "map")
+            if not maps:
+                return
+            ptr = rnd.choice(maps)
+            line, size, traced, kind = live.pop(ptr)
+            first = rnd.choice([size, PAGE]) if size > PAGE else size
+            assert libc.munmap(ptr, first) == 0
+            if first < size:       # the rest's trace moves past the hole
+                live[ptr + first] = (line, size - first, traced, "map")
+        def forget():
+            for p, v in list(live.items()):
+                live[p] = (v[0], v[1], False, v[3])
+        def check(step):
+            want = {}
+            for line, size, traced, kind in live.values():
+                if traced:
+                    s, c = want.get(line, (0, 0))
+                    want[line] = (s + size, c + 1)
+            got = native_lines()
+            assert got == want, (step, sorted(set(got.items()) ^ set(want.items())))
+        tracemalloc.start(3, native=True)
+    """
+
+    def test_tally(self):
+        for seed in self.SEEDS:
+            with self.subTest(seed=seed):
+                steps = self.program(seed, self.STEPS)
+                body = textwrap.dedent(self.DRIVER).replace("SEED",
+                                                            str(seed))
+                for i, line in enumerate(steps):
+                    body += f"{line}\ncheck({i})\n"
+                body += ("for p, v in live.items():\n"
+                         "    (libc.munmap(p, v[1]) if v[3] == 'map' "
+                         "else libc.free(p))\n"
+                         "assert not native_lines(), native_lines()\n"
+                         "print('ok')\n")
+                self.assertEqual(run(body).strip(), "ok")
+
+
+class RealNativeCodeTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.mkdtemp()
+        cls.ext_dir, cls.ext_error = build_extension(
+            cls.tmpdir, "_native_ext", C_EXTENSION)
+        cls.cxx_dir, cls.cxx_error = build_extension(
+            cls.tmpdir, "_native_cxx", CXX_EXTENSION, cxx=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmpdir, ignore_errors=True)
+
+    def test_sqlite_grows_at_executing_line(self):
+        try:
+            import sqlite3  # noqa: F401
+        except ImportError:
+            self.skipTest("no sqlite3")
+        out = run("""
+            import sqlite3
+            tracemalloc.start(5, native=True)
+            con = sqlite3.connect(":memory:")
+            con.execute("create table t (a, b)")
+            before = tracemalloc.take_snapshot()
+            for i in range(20000):
+                con.execute("insert into t values (?, ?)", (i, "x" * 300))
+            insert_line = here() - 1
+            after = tracemalloc.take_snapshot()
+            diff = after.filter_traces(NATIVE_ONLY).compare_to(
+                before.filter_traces(NATIVE_ONLY), "lineno")
+            top = diff[0]
+            print(top.traceback[0].lineno == insert_line,
+                  top.size_diff > 5 * 1000 * 1000,
+                  tracemalloc.get_native_traced_memory()[0] > 5000000)
+            # Python's domain did not grow by the table (counted once).
+            py = after.filter_traces([tracemalloc.DomainFilter(False, NATIVE)])
+            pyb = before.filter_traces([tracemalloc.DomainFilter(False, NATIVE)])
+            growth = sum(s.size_diff for s in py.compare_to(pyb, "filename"))
+            print(growth < 1000000)
+            con.close()
+            del con
+            gc.collect()
+            print(tracemalloc.get_native_traced_memory()[0] < 1000000)
+        """)
+        self.assertEqual(out.split(), ["True"] * 5)
+
+    def check_extension(self, directory, error, module, source):
+        if directory is None:
+            self.skipTest(error)
+        out = run(f"""
+            sys.path.insert(0, {directory!r})
+            import {module} as ext
+            tracemalloc.start(5, native=True)
+            for _ in range(3):
+                ext.leak(1 << 20)
+            call_line = here() - 1
+            snap = tracemalloc.take_snapshot()
+            stats = snap.filter_traces(NATIVE_ONLY).statistics("traceback")
+            top = stats[0]
+            print(top.traceback[0].filename == "<string>",
+                  top.traceback[0].lineno == call_line,
+                  top.count >= 3, top.size >= 3 << 20)
+            ext.free_all()
+            print(tracemalloc.get_native_traced_memory()[0] < 1 << 20)
+        """)
+        self.assertEqual(out.split(), ["True"] * 5)
+
+    def test_c_extension(self):
+        self.check_extension(self.ext_dir, self.ext_error, "_native_ext",
+                             C_EXTENSION)
+
+    @unittest.skipIf(SANITIZED, "the sanitizer's runtime defines operator "
+                     "new itself, not through malloc()")
+    def test_cxx_extension(self):
+        self.check_extension(self.cxx_dir, self.cxx_error, "_native_cxx",
+                             CXX_EXTENSION)
+
+    def test_shutdown_with_c_threads_allocating(self):
+        # C threads go on allocating while the interpreter finalizes (and
+        # after native tracing stopped); an atexit handler's allocations
+        # are still traced at its line.  Nothing may hang or crash.
+        if self.ext_dir is None:
+            self.skipTest(self.ext_error)
+        for sample in ("None", "4096"):
+            with self.subTest(sample=sample):
+                out = run(f"""
+                    sys.path.insert(0, {self.ext_dir!r})
+                    import _native_ext as ext, atexit
+                    tracemalloc.start(5, native=True, sample={sample})
+                    def at_exit():
+                        p = libc.malloc(123456)
+                        line = here() - 1
+                        if {sample} is None:
+                            assert native_lines().get(line) == (123456, 1)
+                        print("atexit ok", flush=True)
+                    atexit.register(at_exit)
+                    ext.start_threads(8, 200000, 0)   # never joined
+                    print("main done", flush=True)
+                """, timeout=120)
+                self.assertEqual(out.split("\n")[:2],
+                                 ["main done", "atexit ok"])
+
+    def test_c_threads_while_snapshotting(self):
+        # Threads without the GIL (and without a thread state) allocate
+        # while the main thread takes snapshots: no deadlock, and their
+        # kept blocks are traced at their thread's root (no Python frame).
+        if self.ext_dir is None:
+            self.skipTest(self.ext_error)
+        out = run(f"""
+            sys.path.insert(0, {self.ext_dir!r})
+            import _native_ext as ext
+            import threading
+            for sample in (None, 4096):
+                tracemalloc.start(5, native=True, sample=sample)
+                ext.start_threads(4, 20000, 10)
+                for _ in range(30):
+                    snap = tracemalloc.take_snapshot()
+                    snap.statistics("lineno")
+                # Python threads with the GIL, at the same time.
+                def py_work():
+                    for _ in range(200):
+                        p = libc.malloc(3000)
+                        libc.free(p)
+                ths = [threading.Thread(target=py_work) for _ in range(2)]
+                for th in ths: th.start()
+                for th in ths: th.join()
+                ext.join_threads()
+                snap = tracemalloc.take_snapshot()
+                native = snap.filter_traces(NATIVE_ONLY)
+                roots = [t for t in native.traces if t.size == 1000
+                         and t.traceback[0].filename != "<string>"]
+                if sample is None:
+                    assert len(roots) == 40, len(roots)
+                ext.free_thread_blocks()
+                tracemalloc.stop()
+            print("ok")
+        """)
+        self.assertEqual(out.strip(), "ok")
+
+
+def find_numpy_site():
+    """Debian's numpy for this base's tag (3.11 only, in practice)."""
+    import glob
+    tag = sys.implementation.cache_tag
+    site = "/usr/lib/python3/dist-packages"
+    if glob.glob(os.path.join(site, "numpy", "core",
+                              f"_multiarray_umath.{tag}-*.so")):
+        return site
+    return None
+
+
+NUMPY_SITE = find_numpy_site()
+
+
+@unittest.skipIf(NUMPY_SITE is None,
+                 "no Debian numpy built for this base (python3-numpy is "
+                 "built for the system's CPython 3.11)")
+class NumpyTest(unittest.TestCase):
+    """numpy mallocs its data buffers and reports them with
+    PyTraceMalloc_Track() in domain 389047: counted there, once."""
+
+    def test_numpy_buffers_counted_once(self):
+        out = run(f"""
+            sys.path.append({NUMPY_SITE!r})
+            import numpy as np
+            tracemalloc.start(5, native=True)
+            n0 = tracemalloc.get_native_traced_memory()[0]
+            arrays = [np.ones(1 << 17) for _ in range(8)]    # 8 x 1 MiB
+            line = here() - 1
+            snap = tracemalloc.take_snapshot()
+            by_domain = {{}}
+            for t in snap.traces:
+                if (t.traceback[0].filename == "<string>"
+                        and t.traceback[0].lineno == line
+                        and t.size >= 1 << 20):
+                    by_domain[t.domain] = by_domain.get(t.domain, 0) + 1
+            print(by_domain == {{389047: 8}}, by_domain)
+            n1 = tracemalloc.get_native_traced_memory()[0]
+            print(n1 - n0 < 1 << 20)
+            del arrays
+            n2 = tracemalloc.get_native_traced_memory()[0]
+            print(abs(n2 - n0) < 1 << 20)
+        """)
+        lines = out.split("\n")
+        self.assertTrue(lines[0].startswith("True"), out)
+        self.assertEqual(lines[1:3], ["True", "True"], out)
+
+
+PRELOADS = {
+    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+}
+
+
+class PreloadTest(unittest.TestCase):
+    """An allocator preloaded with LD_PRELOAD keeps serving the process
+    (the interposers forward to the next definition, its own), and its
+    blocks are traced; its own mappings made inside a call are not."""
+
+    @unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
+                     "no LD_PRELOAD allocator")
+    def test_preloaded_allocators(self):
+        for name, path in PRELOADS.items():
+            with self.subTest(allocator=name):
+                if not os.path.exists(path):
+                    self.skipTest(f"{path} is not installed (Debian's "
+                                  f"libjemalloc2, libtcmalloc-minimal4)")
+                out = run("""
+                    libc.malloc_usable_size.restype = sz
+                    libc.malloc_usable_size.argtypes = [vp]
+                    tracemalloc.start(3, native=True)
+                    p = libc.malloc(100)
+                    line = here() - 1
+                    # glibc's class for 100 bytes is 104; jemalloc's and
+                    # tcmalloc's 112: the block is the preloaded one's.
+                    print(libc.malloc_usable_size(p))
+                    print(native_lines()[line] == (100, 1))
+                    blocks = [libc.malloc(1 << 16) for _ in range(100)]
+                    line = here() - 1
+                    # Exactly the blocks: the allocator's own mappings
+                    # (made inside the calls) are not native blocks.
+                    print(native_lines()[line] == (100 << 16, 100))
+                    for b in blocks:
+                        libc.free(b)
+                    libc.free(p)
+                    print(native_lines().get(line) is None)
+                """, env={"LD_PRELOAD": path})
+                self.assertEqual(out.split(), ["112", "True", "True",
+                                               "True"])
+
+
+class SamplingTest(unittest.TestCase):
+
+    def test_sampled_estimate(self):
+        # 4000 blocks of 16 KiB sampled at a mean of 64 KiB: about 1000
+        # samples; the estimate of 62.5 MiB is within 6 standard
+        # deviations (a sample of S bytes stands for 1/p(S) blocks).
+        out = run("""
+            import math
+            tracemalloc.start(5, native=True, sample=65536)
+            tracemalloc._set_sample_seed(1234) if hasattr(
+                tracemalloc, "_set_sample_seed") else None
+            ptrs = [libc.malloc(16384) for _ in range(4000)]
+            line = here() - 1
+            est = native_lines().get(line, (0, 0))[0]
+            true = 4000 * 16384
+            p = -math.expm1(-16384 / 65536)
+            sd = 16384 / p * math.sqrt(4000 * p * (1 - p))
+            print(abs(est - true) < 6 * sd, est > 0)
+            cur = tracemalloc.get_native_traced_memory()[0]
+            print(abs(cur - true) < 6 * sd + 1000000)
+            for q in ptrs:
+                libc.free(q)
+            print(native_lines().get(line) is None)
+        """)
+        self.assertEqual(out.split(), ["True"] * 4)
+
+
+@support.requires_fork()
+class ForkTest(unittest.TestCase):
+
+    def test_fork_child(self):
+        out = run("""
+            import threading
+            tracemalloc.start(5, native=True)
+            stop = False
+            def churn():
+                while not stop:
+                    p = libc.malloc(1000)
+                    libc.free(p)
+            th = threading.Thread(target=churn, daemon=True)
+            th.start()
+            try:
+                for _ in range(5):
+                    pid = os.fork()
+                    if pid == 0:
+                        p = libc.malloc(77777)
+                        line = here() - 1
+                        ok = (native_lines().get(line) == (77777, 1)
+                              and tracemalloc.is_tracing_native())
+                        os._exit(0 if ok else 3)
+                    _, status = os.waitpid(pid, 0)
+                    assert os.waitstatus_to_exitcode(status) == 0, status
+            finally:
+                stop = True
+                th.join()
+            p = libc.malloc(4321)
+            line = here() - 1
+            print(native_lines().get(line) == (4321, 1))
+        """)
+        self.assertEqual(out.strip(), "True")
+
+
+class SnapshotToolsTest(unittest.TestCase):
+
+    def test_dump_load_and_filters(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "snap")
+            out = run(f"""
+                tracemalloc.start(5, native=True)
+                ptrs = [libc.malloc(10000) for _ in range(10)]
+                line = here() - 1
+                snap = tracemalloc.take_snapshot()
+                snap.dump({path!r})
+                loaded = tracemalloc.Snapshot.load({path!r})
+                a = native_lines(snap)
+                b = native_lines(loaded)
+                print(a == b, a.get(line) == (100000, 10))
+                notnative = loaded.filter_traces(
+                    [tracemalloc.DomainFilter(False, NATIVE)])
+                print(all(t.domain != NATIVE for t in notnative.traces))
+                # The HTML report and pprof take the native domain as any.
+                from tracemalloc import htmlreport
+                native_only = snap.filter_traces(NATIVE_ONLY)
+                htmlreport.write_html(native_only, {path!r} + ".html")
+                with open({path!r} + ".html") as f:
+                    html = f.read()
+                native_only.dump_pprof({path!r} + ".pb.gz")
+                print("100000" in html,
+                      os.path.getsize({path!r} + ".pb.gz") > 0)
+                for p in ptrs:
+                    libc.free(p)
+            """)
+        self.assertEqual(out.split(), ["True"] * 5)
+
+
+if __name__ == "__main__":
+    unittest.main()

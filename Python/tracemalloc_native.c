@@ -1,0 +1,909 @@
+/* Native memory (issue 32): the interposers of the C allocator family and
+ * of anonymous mmap(), and the native domain they trace into.
+ *
+ * The interpreter's executable defines malloc(), free() and the rest of
+ * the family (and mmap(), munmap(), mremap()): linked with
+ * -export-dynamic, as CPython links it, these definitions come first in
+ * the process's symbol lookup, so every shared object's calls (the C
+ * library's own strdup() or fopen(), libsqlite3, a C or C++ extension, a
+ * Rust runtime) reach them.  Each forwards to the next definition,
+ * _PyTraceMalloc_native_next (an LD_PRELOAD allocator's, else the C
+ * library's).  Each interposer is one indirect jump through its entry in
+ * native_entry: with native tracing off the entry is the next definition
+ * (the jump replaces the one of the caller's PLT); on, it is the traced
+ * function, and the block is traced in
+ * _PyTraceMalloc_NATIVE_DOMAIN at the calling thread's Python position,
+ * through the engine's current_node(), entering as any caller that may
+ * not hold the GIL (I1).
+ *
+ * Python's own memory is never native (N2): the raw domain's allocator,
+ * pymalloc's arenas and mimalloc's segments call the next functions
+ * directly (patch 0001), the engine's own memory too, and whatever the
+ * engine or a traced Python allocation does meanwhile is left alone by
+ * native_untraced().  The rules are N1..N5 of
+ * Doc/internals/tracemalloc-engine.rst, "Native memory".
+ *
+ * Part of the engine's translation unit (see tracemalloc_engine.h),
+ * included last: it uses the hooks' untraced depth and the lock's
+ * foreign-side flag.
+ */
+
+#include "pycore_tracemalloc_native.h"
+
+#include <dlfcn.h>                // dlsym(RTLD_NEXT)
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+
+/* The interposers are exported whatever -fvisibility says: the point is
+   that other objects' calls resolve to them. */
+#define NATIVE_EXPORT __attribute__((visibility("default"), used))
+
+/* The interposers and the resolvers run before a sanitizer's runtime has
+   set itself up (AddressSanitizer's interceptors call dlsym(), whose
+   error path calls malloc(), before its shadow memory exists): they must
+   not be instrumented.  The traced paths run only once tracing started,
+   and are. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define NATIVE_EARLY \
+       __attribute__((no_sanitize("address", "thread", "undefined")))
+#else
+#  define NATIVE_EARLY
+#endif
+
+/* ---- the functions forwarded to ----------------------------------------- */
+
+/* Before the first call resolves the table, each entry is a resolver.
+   dlsym() may allocate while it resolves (glibc's does not when the
+   symbol exists, which it does for all of these): such a call, on the
+   resolving thread, gets a block of a small static arena, never freed
+   (N5). */
+static void *resolve_malloc(size_t size);
+static void *resolve_calloc(size_t nelem, size_t elsize);
+static void *resolve_realloc(void *ptr, size_t size);
+static void resolve_free(void *ptr);
+static int resolve_posix_memalign(void **out, size_t align, size_t size);
+static void *resolve_aligned_alloc(size_t align, size_t size);
+static void *resolve_memalign(size_t align, size_t size);
+static void *resolve_valloc(size_t size);
+static void *resolve_pvalloc(size_t size);
+static void *resolve_mmap(void *addr, size_t len, int prot, int flags,
+                          int fd, off_t off);
+static int resolve_munmap(void *addr, size_t len);
+static void *resolve_mremap(void *old, size_t old_size, size_t new_size,
+                            int flags, ...);
+
+_PyTraceMalloc_NativeFunctions _PyTraceMalloc_native_next = {
+    .malloc = resolve_malloc,
+    .calloc = resolve_calloc,
+    .realloc = resolve_realloc,
+    .free = resolve_free,
+    .posix_memalign = resolve_posix_memalign,
+    .aligned_alloc = resolve_aligned_alloc,
+    .memalign = resolve_memalign,
+    .valloc = resolve_valloc,
+    .pvalloc = resolve_pvalloc,
+    .mmap = resolve_mmap,
+    .munmap = resolve_munmap,
+    .mremap = resolve_mremap,
+};
+#define native_next _PyTraceMalloc_native_next
+
+#define BOOT_ARENA_SIZE ((size_t)64 << 10)
+static _Alignas(64) char boot_arena[BOOT_ARENA_SIZE];
+static size_t boot_used;        /* atomic */
+static uint64_t boot_blocks;    /* atomic: for the tests */
+
+NATIVE_EARLY static void *
+boot_alloc(size_t size)
+{
+    size_t need = (size + 15) & ~(size_t)15;
+    size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+    if (at + need > BOOT_ARENA_SIZE) {
+        return NULL;
+    }
+    __atomic_fetch_add(&boot_blocks, 1, __ATOMIC_RELAXED);
+    return boot_arena + at;     /* zeroed: the arena is static */
+}
+
+NATIVE_EARLY static inline int
+boot_owns(const void *ptr)
+{
+    return (uintptr_t)ptr - (uintptr_t)boot_arena < BOOT_ARENA_SIZE;
+}
+
+static void native_switch(int on);
+
+/* 0: not resolved, 1: a thread is resolving, 2: resolved. */
+static int resolve_state;
+static pthread_t resolve_thread;
+
+/* Fill the table; 1 when it is filled, 0 when the calling thread is the
+   one resolving it (a call from inside dlsym()). */
+NATIVE_EARLY static int
+native_resolve(void)
+{
+    int state = __atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE);
+    if (state == 2) {
+        return 1;
+    }
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&resolve_state, &expected, 1, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        resolve_thread = pthread_self();
+        _PyTraceMalloc_NativeFunctions t;
+#define NEXT(name, fallback) \
+        do { \
+            void *f = dlsym(RTLD_NEXT, #name); \
+            memcpy(&t.name, f != NULL ? &f : &(void *){(void *)(fallback)}, \
+                   sizeof(void *)); \
+        } while (0)
+        /* Without a next definition of one of these (an old C library),
+           its entry fails cleanly: NULL, ENOMEM. */
+        NEXT(malloc, NULL);
+        NEXT(calloc, NULL);
+        NEXT(realloc, NULL);
+        NEXT(free, NULL);
+        NEXT(posix_memalign, NULL);
+        NEXT(aligned_alloc, NULL);
+        NEXT(memalign, NULL);
+        NEXT(valloc, NULL);
+        NEXT(pvalloc, NULL);
+        NEXT(mmap, NULL);
+        NEXT(munmap, NULL);
+        NEXT(mremap, NULL);
+#undef NEXT
+        if (t.malloc == NULL || t.calloc == NULL || t.realloc == NULL
+            || t.free == NULL || t.mmap == NULL || t.munmap == NULL) {
+            /* No C library behind us: nothing can work. */
+            static const char msg[] =
+                "Fatal Python error: tracemalloc: no next malloc(), "
+                "free() or mmap() after the interpreter's\n";
+            (void)!write(2, msg, sizeof(msg) - 1);
+            abort();
+        }
+        if (t.posix_memalign == NULL) {
+            t.posix_memalign = resolve_posix_memalign;
+        }
+        /* An optional function without a next definition keeps its
+           resolver as its entry, which fails cleanly. */
+        native_next = t;
+        native_switch(0);
+        __atomic_store_n(&resolve_state, 2, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (expected == 1 && pthread_equal(resolve_thread, pthread_self())) {
+        return 0;
+    }
+    while (__atomic_load_n(&resolve_state, __ATOMIC_ACQUIRE) != 2) {
+        sched_yield();
+    }
+    return 1;
+}
+
+NATIVE_EARLY static void *
+resolve_malloc(size_t size)
+{
+    return native_resolve() ? native_next.malloc(size) : boot_alloc(size);
+}
+
+NATIVE_EARLY static void *
+resolve_calloc(size_t nelem, size_t elsize)
+{
+    if (!native_resolve()) {
+        if (elsize && nelem > SIZE_MAX / elsize) {
+            return NULL;
+        }
+        return boot_alloc(nelem * elsize);
+    }
+    return native_next.calloc(nelem, elsize);
+}
+
+NATIVE_EARLY static void *
+resolve_realloc(void *ptr, size_t size)
+{
+    if (!native_resolve()) {
+        /* The old size is unknown: copy what the arena holds after it. */
+        void *p = boot_alloc(size);
+        if (p != NULL && ptr != NULL) {
+            size_t room = boot_owns(ptr)
+                ? BOOT_ARENA_SIZE - ((char *)ptr - boot_arena) : size;
+            memcpy(p, ptr, size < room ? size : room);
+        }
+        return p;
+    }
+    return native_next.realloc(ptr, size);
+}
+
+NATIVE_EARLY static void
+resolve_free(void *ptr)
+{
+    if (boot_owns(ptr)) {
+        return;
+    }
+    if (native_resolve()) {
+        native_next.free(ptr);
+    }
+}
+
+NATIVE_EARLY static int
+resolve_posix_memalign(void **out, size_t align, size_t size)
+{
+    if (native_resolve() && native_next.posix_memalign
+                            != resolve_posix_memalign) {
+        return native_next.posix_memalign(out, align, size);
+    }
+    if (align < sizeof(void *) || (align & (align - 1)) != 0) {
+        return EINVAL;
+    }
+    void *p = native_next.memalign ? native_next.memalign(align, size) : NULL;
+    if (p == NULL) {
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+#define RESOLVE_OR_FAIL(name, ...) \
+    do { \
+        if (!native_resolve() || native_next.name == NULL) { \
+            errno = ENOMEM; \
+            return NULL; \
+        } \
+        return native_next.name(__VA_ARGS__); \
+    } while (0)
+
+NATIVE_EARLY static void *
+resolve_aligned_alloc(size_t align, size_t size)
+{
+    RESOLVE_OR_FAIL(aligned_alloc, align, size);
+}
+
+NATIVE_EARLY static void *
+resolve_memalign(size_t align, size_t size)
+{
+    RESOLVE_OR_FAIL(memalign, align, size);
+}
+
+NATIVE_EARLY static void *
+resolve_valloc(size_t size)
+{
+    RESOLVE_OR_FAIL(valloc, size);
+}
+
+NATIVE_EARLY static void *
+resolve_pvalloc(size_t size)
+{
+    RESOLVE_OR_FAIL(pvalloc, size);
+}
+
+NATIVE_EARLY static void *
+resolve_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (!native_resolve()) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return native_next.mmap(addr, len, prot, flags, fd, off);
+}
+
+NATIVE_EARLY static int
+resolve_munmap(void *addr, size_t len)
+{
+    if (!native_resolve()) {
+        errno = EINVAL;
+        return -1;
+    }
+    return native_next.munmap(addr, len);
+}
+
+NATIVE_EARLY static void *
+resolve_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    void *new_address = va_arg(ap, void *);
+    va_end(ap);
+    if (!native_resolve() || native_next.mremap == NULL) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return native_next.mremap(old, old_size, new_size, flags, new_address);
+}
+
+/* ---- state -------------------------------------------------------------- */
+
+/* 1 while native tracing is on (and the interposers' entries point at
+   the traced functions).  Written under the engine lock and read inside
+   it by the traced paths, which a thread may have entered just before a
+   stop. */
+static int native_on;
+
+/* This thread is inside an interposer's traced path (N3): whatever the
+   engine, the C library or an LD_PRELOAD allocator allocates meanwhile
+   is not the caller's block. */
+static _Thread_local int native_depth _PyTraceMalloc_TLS_IE;
+
+/* Native tracing was asked for at startup (-X tracemalloc_native,
+   PYTHONTRACEMALLOCNATIVE). */
+static int startup_native;
+
+/* Is an interposed call now none of the program's own (N3)?  This
+   thread is inside an interposer already, or inside a traced Python
+   allocation (the hooks raise tm_untraced_depth around the allocator, and
+   the exports around their work), or inside the engine: without the GIL
+   the lock's foreign side says so; the GIL holder is inside exactly while
+   the GIL side's flag is up, which only it raises. */
+static inline int
+native_untraced(void)
+{
+    if (native_depth || tm_untraced_depth || tm_foreign_inside) {
+        return 1;
+    }
+    return atomic_load_explicit(&_PyTraceMalloc_gil_busy,
+                                memory_order_relaxed)
+           && _PyTraceMalloc_HoldsGIL();
+}
+
+/* ---- the traced paths ---------------------------------------------------- */
+
+/* The node of the calling thread's position, inside the engine: its
+   Python frames, or its thread's root when it runs none (a thread that
+   never had a thread state included). */
+static inline _PyTraceMalloc_Node
+native_node(PyThreadState *tstate)
+{
+    compact_if_due();
+    if (tstate != NULL) {
+        return current_node(tstate);
+    }
+    int nomem = 0;
+    _PyTraceMalloc_Node root = thread_root(NULL, &nomem);
+    return nomem ? UINT32_MAX : root;
+}
+
+/* Trace PTR (SIZE bytes) at NODE, or at the current position when NODE is
+   UINT32_MAX.  A block that cannot be traced for want of engine memory
+   stays untraced: a C library is not told of the tracer's failures
+   (N4). */
+Py_NO_INLINE static void
+native_add(void *ptr, size_t size, _PyTraceMalloc_Node node)
+{
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    if (native_on && _PyTraceMalloc_TRACING()) {
+        if (node == UINT32_MAX) {
+            node = native_node(tstate);
+        }
+        if (node != UINT32_MAX) {
+            (void)store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                  (uintptr_t)ptr, size, node);
+        }
+    }
+    engine_leave(side);
+    native_depth--;
+}
+
+/* A new block of SIZE bytes at PTR: traced if sampled (sampling mode's
+   countdown is the thread's, shared with the Python domains). */
+static inline void
+native_new_block(void *ptr, size_t size)
+{
+    if (sample_interval() && !sample_take(size)) {
+        return;
+    }
+    native_add(ptr, size, UINT32_MAX);
+}
+
+/* Take PTR's trace out before the block goes back: 1 with its node, size
+   and the generation it belongs to, 0 when it has none. */
+Py_NO_INLINE static int
+native_remove(void *ptr, _PyTraceMalloc_Node *node, size_t *size,
+              uint32_t *generation)
+{
+    if (!sample_filter_hit(ptr)) {
+        return 0;       /* sampling mode: certainly not a sample */
+    }
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    int found = 0;
+    if (_PyTraceMalloc_TRACING()) {
+        *generation = tm.generation;
+        found = store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                   (uintptr_t)ptr, node, size);
+    }
+    engine_leave(side);
+    native_depth--;
+    return found;
+}
+
+/* Put back a trace that native_remove() took out, when the block turns
+   out to live on (a failed realloc() or munmap()): not if the traces were
+   cleared or the tree compacted meanwhile (its node would mean another
+   path). */
+static void
+native_put_back(void *ptr, size_t size, _PyTraceMalloc_Node node,
+                uint32_t generation)
+{
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    if (native_on && _PyTraceMalloc_TRACING()
+        && tm.generation == generation) {
+        (void)store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, (uintptr_t)ptr,
+                              size, node);
+    }
+    engine_leave(side);
+    native_depth--;
+}
+
+/* The forwarded call of a traced path: whatever it allocates for itself
+   (an LD_PRELOAD allocator's own mmap()) is not the caller's. */
+#define NATIVE_FORWARD(call) \
+    (native_depth++, (call)); native_depth--
+
+Py_NO_INLINE static void *
+native_malloc(size_t size)
+{
+    if (native_untraced()) {
+        return native_next.malloc(size);
+    }
+    void *ptr = NATIVE_FORWARD(native_next.malloc(size));
+    if (ptr != NULL) {
+        native_new_block(ptr, size);
+    }
+    return ptr;
+}
+
+Py_NO_INLINE static void *
+native_calloc(size_t nelem, size_t elsize)
+{
+    if (native_untraced()) {
+        return native_next.calloc(nelem, elsize);
+    }
+    void *ptr = NATIVE_FORWARD(native_next.calloc(nelem, elsize));
+    if (ptr != NULL) {
+        native_new_block(ptr, nelem * elsize);  /* no overflow: it succeeded */
+    }
+    return ptr;
+}
+
+Py_NO_INLINE static void
+native_free(void *ptr)
+{
+    if (ptr != NULL && !native_untraced()) {
+        _PyTraceMalloc_Node node;
+        size_t size;
+        uint32_t generation;
+        (void)native_remove(ptr, &node, &size, &generation);
+    }
+    native_next.free(ptr);
+}
+
+Py_NO_INLINE static void *
+native_realloc(void *ptr, size_t size)
+{
+    if (native_untraced()) {
+        return native_next.realloc(ptr, size);
+    }
+    /* The old trace goes first: once the block has moved, another thread
+       may get its address. */
+    _PyTraceMalloc_Node node = 0;
+    size_t old_size = 0;
+    uint32_t generation = 0;
+    int had = ptr != NULL && native_remove(ptr, &node, &old_size,
+                                           &generation);
+    void *ptr2 = NATIVE_FORWARD(native_next.realloc(ptr, size));
+    if (ptr2 != NULL) {
+        /* The resized block is a new allocation at the current position,
+           as the Python domains' realloc. */
+        native_new_block(ptr2, size);
+    }
+    else if (had && !(size == 0 && ptr != NULL)) {
+        /* Failed: the old block lives on.  (realloc(ptr, 0) freed it.) */
+        native_put_back(ptr, old_size, node, generation);
+    }
+    return ptr2;
+}
+
+/* An aligned allocation's result PTR (NULL: failed) of SIZE bytes. */
+static inline void *
+native_aligned_result(void *ptr, size_t size)
+{
+    if (ptr != NULL) {
+        native_new_block(ptr, size);
+    }
+    return ptr;
+}
+
+Py_NO_INLINE static int
+native_posix_memalign(void **out, size_t align, size_t size)
+{
+    if (native_untraced()) {
+        return native_next.posix_memalign(out, align, size);
+    }
+    int res = NATIVE_FORWARD(native_next.posix_memalign(out, align, size));
+    if (res == 0) {
+        native_new_block(*out, size);
+    }
+    return res;
+}
+
+/* The rest of the family, rare: the same shape.  Installed only when the
+   next definition exists (see native_switch()). */
+#define NATIVE_ALIGNED(call, size) \
+    do { \
+        if (native_untraced()) { \
+            return call; \
+        } \
+        void *ptr_ = NATIVE_FORWARD(call); \
+        return native_aligned_result(ptr_, (size)); \
+    } while (0)
+
+Py_NO_INLINE static void *
+native_aligned_alloc(size_t align, size_t size)
+{
+    NATIVE_ALIGNED(native_next.aligned_alloc(align, size), size);
+}
+
+Py_NO_INLINE static void *
+native_memalign(size_t align, size_t size)
+{
+    NATIVE_ALIGNED(native_next.memalign(align, size), size);
+}
+
+Py_NO_INLINE static void *
+native_valloc(size_t size)
+{
+    NATIVE_ALIGNED(native_next.valloc(size), size);
+}
+
+Py_NO_INLINE static void *
+native_pvalloc(size_t size)
+{
+    NATIVE_ALIGNED(native_next.pvalloc(size), size);
+}
+
+/* Only anonymous mappings are traced: a file's mapping is the file's
+   memory (the page cache), not an allocation. */
+Py_NO_INLINE static void *
+native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (!(flags & MAP_ANONYMOUS) || native_untraced()) {
+        return native_next.mmap(addr, len, prot, flags, fd, off);
+    }
+    void *ptr = NATIVE_FORWARD(native_next.mmap(addr, len, prot, flags, fd,
+                                                off));
+    if (ptr != MAP_FAILED) {
+        native_new_block(ptr, len);
+    }
+    return ptr;
+}
+
+/* A trace is keyed by the mapping's start: munmap() of the start (all of
+   it, or its first pages) takes the trace out, and moves what remains of
+   it past the unmapped pages; munmap() of pages inside or at the end of
+   a mapping is not seen (N4). */
+Py_NO_INLINE static int
+native_munmap(void *addr, size_t len)
+{
+    if (native_untraced()) {
+        return native_next.munmap(addr, len);
+    }
+    _PyTraceMalloc_Node node;
+    size_t size;
+    uint32_t generation;
+    int had = native_remove(addr, &node, &size, &generation);
+    int res = NATIVE_FORWARD(native_next.munmap(addr, len));
+    if (had) {
+        if (res != 0) {
+            native_put_back(addr, size, node, generation);
+        }
+        else {
+            size_t page = (size_t)sysconf(_SC_PAGESIZE);
+            size_t gone = (len + page - 1) & ~(page - 1);
+            if (gone < size) {
+                native_put_back((char *)addr + gone, size - gone, node,
+                                generation);
+            }
+        }
+    }
+    return res;
+}
+
+/* mremap() of a traced mapping moves its trace, at the current position
+   (as realloc()); an untraced mapping (a file's) stays untraced.  The
+   interposer passes the optional new address always. */
+Py_NO_INLINE static void *
+native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    void *new_address = va_arg(ap, void *);
+    va_end(ap);
+    if (native_untraced()) {
+        return native_next.mremap(old, old_size, new_size, flags,
+                                  new_address);
+    }
+    _PyTraceMalloc_Node node;
+    size_t size;
+    uint32_t generation;
+    int had = native_remove(old, &node, &size, &generation);
+    void *ptr = NATIVE_FORWARD(native_next.mremap(old, old_size, new_size,
+                                                  flags, new_address));
+    if (had) {
+        if (ptr == MAP_FAILED) {
+            native_put_back(old, size, node, generation);
+        }
+        else {
+            native_new_block(ptr, new_size);
+        }
+    }
+    return ptr;
+}
+
+/* ---- the interposers ------------------------------------------------------ */
+
+/* Where each interposer goes: the next definitions while native tracing
+   is off (after the resolvers, until the first call resolves them), the
+   traced functions above while it is on.  An interposer is one indirect
+   jump through its entry: tracing off costs that jump, no test
+   (native_switch() changes the entries).  Written under the engine lock;
+   read by every interposer without it, with a plain load (relaxed under
+   ThreadSanitizer): a thread that took the old entry a moment before a
+   switch is harmless either way, as the traced functions check native_on
+   inside the lock. */
+static _PyTraceMalloc_NativeFunctions native_entry = {
+    .malloc = resolve_malloc,
+    .calloc = resolve_calloc,
+    .realloc = resolve_realloc,
+    .free = resolve_free,
+    .posix_memalign = resolve_posix_memalign,
+    .aligned_alloc = resolve_aligned_alloc,
+    .memalign = resolve_memalign,
+    .valloc = resolve_valloc,
+    .pvalloc = resolve_pvalloc,
+    .mmap = resolve_mmap,
+    .munmap = resolve_munmap,
+    .mremap = resolve_mremap,
+};
+
+#ifdef _PyTraceMalloc_ATOMIC_READS
+#  define NATIVE_GO(name) __atomic_load_n(&native_entry.name, __ATOMIC_RELAXED)
+#else
+#  define NATIVE_GO(name) (native_entry.name)
+#endif
+
+/* Point the entries at the traced functions (ON) or at the next
+   definitions; an optional function without a next definition keeps its
+   resolver, which fails cleanly.  Under the engine lock, or while the
+   first call resolves the table (before any thread can trace). */
+NATIVE_EARLY static void
+native_switch(int on)
+{
+#define SET(name, traced) \
+    __atomic_store_n(&native_entry.name, \
+                     native_next.name == NULL ? native_entry.name \
+                     : on ? (traced) : native_next.name, __ATOMIC_RELAXED)
+    SET(malloc, native_malloc);
+    SET(calloc, native_calloc);
+    SET(realloc, native_realloc);
+    SET(free, native_free);
+    SET(posix_memalign, native_posix_memalign);
+    SET(aligned_alloc, native_aligned_alloc);
+    SET(memalign, native_memalign);
+    SET(valloc, native_valloc);
+    SET(pvalloc, native_pvalloc);
+    SET(mmap, native_mmap);
+    SET(munmap, native_munmap);
+    SET(mremap, native_mremap);
+#undef SET
+}
+
+/* The interposers proper.  Their symbol names are given explicitly: the
+   C library's headers may rename mmap() (to mmap64, with
+   _FILE_OFFSET_BITS=64), and the C names must not be the builtins' the
+   compiler knows. */
+#define NATIVE_ENTRY(ret, cname, symbol, params) \
+    NATIVE_EXPORT NATIVE_EARLY ret cname params __asm__(symbol); \
+    NATIVE_EXPORT NATIVE_EARLY ret cname params
+
+NATIVE_ENTRY(void *, native_entry_malloc, "malloc", (size_t size))
+{
+    return NATIVE_GO(malloc)(size);
+}
+
+NATIVE_ENTRY(void *, native_entry_calloc, "calloc",
+             (size_t nelem, size_t elsize))
+{
+    return NATIVE_GO(calloc)(nelem, elsize);
+}
+
+NATIVE_ENTRY(void *, native_entry_realloc, "realloc",
+             (void *ptr, size_t size))
+{
+    return NATIVE_GO(realloc)(ptr, size);
+}
+
+NATIVE_ENTRY(void, native_entry_free, "free", (void *ptr))
+{
+    NATIVE_GO(free)(ptr);
+}
+
+NATIVE_ENTRY(void *, native_entry_reallocarray, "reallocarray",
+             (void *ptr, size_t nelem, size_t elsize))
+{
+    if (elsize != 0 && nelem > SIZE_MAX / elsize) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return NATIVE_GO(realloc)(ptr, nelem * elsize);
+}
+
+NATIVE_ENTRY(int, native_entry_posix_memalign, "posix_memalign",
+             (void **out, size_t align, size_t size))
+{
+    return NATIVE_GO(posix_memalign)(out, align, size);
+}
+
+NATIVE_ENTRY(void *, native_entry_aligned_alloc, "aligned_alloc",
+             (size_t align, size_t size))
+{
+    return NATIVE_GO(aligned_alloc)(align, size);
+}
+
+NATIVE_ENTRY(void *, native_entry_memalign, "memalign",
+             (size_t align, size_t size))
+{
+    return NATIVE_GO(memalign)(align, size);
+}
+
+NATIVE_ENTRY(void *, native_entry_valloc, "valloc", (size_t size))
+{
+    return NATIVE_GO(valloc)(size);
+}
+
+NATIVE_ENTRY(void *, native_entry_pvalloc, "pvalloc", (size_t size))
+{
+    return NATIVE_GO(pvalloc)(size);
+}
+
+NATIVE_ENTRY(void *, native_entry_mmap, "mmap",
+             (void *addr, size_t len, int prot, int flags, int fd,
+              off_t off))
+{
+    return NATIVE_GO(mmap)(addr, len, prot, flags, fd, off);
+}
+
+NATIVE_ENTRY(void *, native_entry_mmap64, "mmap64",
+             (void *addr, size_t len, int prot, int flags, int fd,
+              off_t off))
+{
+    return NATIVE_GO(mmap)(addr, len, prot, flags, fd, off);
+}
+
+NATIVE_ENTRY(int, native_entry_munmap, "munmap", (void *addr, size_t len))
+{
+    return NATIVE_GO(munmap)(addr, len);
+}
+
+NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
+             (void *old, size_t old_size, size_t new_size, int flags, ...))
+{
+    va_list ap;
+    va_start(ap, flags);
+    void *new_address = va_arg(ap, void *);
+    va_end(ap);
+    return NATIVE_GO(mremap)(old, old_size, new_size, flags, new_address);
+}
+
+/* ---- start / stop ---------------------------------------------------------- */
+
+int
+_PyTraceMalloc_StartNative(void)
+{
+    if (!_PyTraceMalloc_TRACING()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "native tracing needs tracemalloc to be tracing");
+        return -1;
+    }
+    if (native_on) {
+        return 0;
+    }
+    (void)native_resolve();
+    /* The interposers must be what this process calls (N1): not so in a
+       shared libpython loaded after another allocator (LD_PRELOAD), nor
+       in a program that embeds the interpreter without exporting them. */
+    void *found = dlsym(RTLD_DEFAULT, "malloc");
+    if (found != (void *)native_entry_malloc) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "native tracing is not available: malloc() of "
+                        "this process is not the interpreter's (a shared "
+                        "libpython after an LD_PRELOAD allocator, or an "
+                        "embedding program that does not export the "
+                        "interpreter's symbols)");
+        return -1;
+    }
+    /* Callers without the GIL enter the engine for every native
+       allocation: the lock goes symmetric, so that they fence instead of
+       paying a process-wide barrier each (I1, LockOwnGIL()). */
+    _PyTraceMalloc_LockOwnGIL();
+    _PyTraceMalloc_UnlockNoGIL();
+    int side = engine_lock();
+    if (_PyTraceMalloc_TRACING()) {
+        native_on = 1;
+        native_switch(1);
+    }
+    engine_leave(side);
+    return native_on ? 0 : -1;
+}
+
+void
+_PyTraceMalloc_StopNative(void)
+{
+    if (!native_on) {
+        return;
+    }
+    int side = engine_lock();
+    native_switch(0);
+    native_on = 0;
+    engine_leave(side);
+}
+
+int
+_PyTraceMalloc_IsTracingNative(void)
+{
+    return native_on;
+}
+
+void
+_PyTraceMalloc_GetNativeTracedMemory(size_t *current, size_t *peak)
+{
+    *current = 0;
+    *peak = 0;
+    if (_PyTraceMalloc_TRACING()) {
+        int side = engine_lock();
+        *current = tm.store.native_current;
+        *peak = tm.store.native_peak;
+        engine_leave(side);
+    }
+}
+
+/* Blocks the resolvers served from their static arena (for the tests:
+   0 when dlsym() allocated nothing). */
+uint64_t
+_PyTraceMalloc_NativeBootBlocks(void)
+{
+    return __atomic_load_n(&boot_blocks, __ATOMIC_RELAXED);
+}
+
+/* -X tracemalloc_native, PYTHONTRACEMALLOCNATIVE: read with the sampling
+   option (_PyTraceMalloc_ReadSampleOption()).  The option alone, or the
+   variable set to 1, asks for it; 0 and an empty variable do not. */
+static int
+native_read_option(const PyConfig *config, const char **error)
+{
+    static char message[160];
+    char buffer[16];
+    const char *option;
+    startup_native = 0;
+    const char *text = startup_option(
+        config, L"tracemalloc_native", "-X tracemalloc_native",
+        "PYTHONTRACEMALLOCNATIVE", buffer, sizeof(buffer), &option);
+    if (text == NULL) {
+        return 0;
+    }
+    if (text[0] == 0 || strcmp(text, "1") == 0) {
+        startup_native = 1;
+        return 0;
+    }
+    if (strcmp(text, "0") == 0) {
+        return 0;
+    }
+    PyOS_snprintf(message, sizeof(message), "%s=%.20s: expected 1 or 0",
+                  option, text);
+    *error = message;
+    return -1;
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""What native tracing costs on native-heavy workloads (issue 32, item 3),
+in instructions counted by callgrind, against pristine in the same run.
+
+Each configuration is one child process under ``valgrind
+--tool=callgrind`` that runs every workload once through ``exec()``, with
+collection on only inside ``exec()`` and a dump after each, so that a
+dump holds one workload and nothing else (the modules are imported
+before).  Configurations: pristine untraced; the fork untraced; the fork
+tracing the Python domains only (exact, N=1); the fork tracing native
+memory too (exact); the same two sampled at 512 KiB.  Reported: each
+workload's instructions, and each configuration's ratio to pristine
+untraced (geometric mean over the workloads).
+
+    python3 Tools/bench/native_workloads.py --pristine P --fork F [--json OUT]
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+WORKLOADS = {
+    "sqlite_grow": (
+        "sqlite3 in-memory database growing by 3,000 rows of 200 bytes",
+        "con = sqlite3.connect(':memory:')\n"
+        "con.execute('CREATE TABLE t (a INTEGER, b TEXT)')\n"
+        "for i in range(3000):\n"
+        "    con.execute('INSERT INTO t VALUES (?, ?)', (i, 'x' * 200))\n"
+        "con.close()\n"),
+    "zlib_stream": (
+        "zlib compressobj/decompressobj over 1 MiB in 16 KiB chunks",
+        "c = zlib.compressobj(6)\n"
+        "out = [c.compress(DATA[i:i + 16384]) for i in range(0, len(DATA), 16384)]\n"
+        "out.append(c.flush())\n"
+        "d = zlib.decompressobj()\n"
+        "back = d.decompress(b''.join(out)) + d.flush()\n"
+        "assert back == DATA\n"),
+    "bz2_stream": (
+        "bz2 compress and decompress 256 KiB",
+        "back = bz2.decompress(bz2.compress(DATA[:262144]))\n"),
+    "json_roundtrip": (
+        "json dumps/loads of 5,000 small records",
+        "text = json.dumps([{'id': i, 'name': 'n%d' % i, 'tags': ['a', 'b']}"
+        " for i in range(5000)])\n"
+        "back = json.loads(text)\n"),
+    "c_malloc_loop": (
+        "malloc(256)/free() of the process 20,000 times from C code called "
+        "through ctypes (the extension's malloc() in a loop)",
+        "for _ in range(20000):\n"
+        "    nf(nm(256))\n"),
+}
+
+CONFIGS = [
+    ("pristine off", "pristine", []),
+    ("fork off", "fork", []),
+    ("fork N=1", "fork", ["-X", "tracemalloc=1"]),
+    ("fork N=1 native", "fork", ["-X", "tracemalloc=1",
+                                 "-X", "tracemalloc_native"]),
+    ("fork sampled", "fork", ["-X", "tracemalloc=1",
+                              "-X", "tracemalloc_sample=512KiB"]),
+    ("fork sampled native", "fork", ["-X", "tracemalloc=1",
+                                     "-X", "tracemalloc_sample=512KiB",
+                                     "-X", "tracemalloc_native"]),
+]
+
+CHILD = r"""
+import bz2, ctypes, json, sqlite3, sys, zlib
+names = sys.argv[1].split(",")
+libc = ctypes.CDLL(None)
+nm = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(
+    ctypes.cast(libc.malloc, ctypes.c_void_p).value)
+nf = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(
+    ctypes.cast(libc.free, ctypes.c_void_p).value)
+DATA = b"".join(b"%08d some text that compresses " % i for i in range(30000))
+DATA = DATA[:1 << 20]
+codes = [compile(src, name, "exec") for name, src in
+         ((n, WORKLOADS[n]) for n in names)]
+for code in codes:
+    exec(code, {"sqlite3": sqlite3, "zlib": zlib, "bz2": bz2, "json": json,
+                "nm": nm, "nf": nf, "DATA": DATA})
+"""
+
+
+def measure(python, args, names, valgrind):
+    outdir = tempfile.mkdtemp(prefix="native-callgrind-")
+    try:
+        base = os.path.join(outdir, "cg.out")
+        src = ("WORKLOADS = " + repr({n: WORKLOADS[n][1] for n in names})
+               + "\n" + CHILD)
+        cmd = [valgrind, "--tool=callgrind", "--collect-atstart=no",
+               "--toggle-collect=builtin_exec", "--dump-after=builtin_exec",
+               f"--callgrind-out-file={base}", python, "-s", *args,
+               "-c", src, ",".join(names)]
+        # A fixed hash seed: dict and set work must not differ between
+        # the configurations' runs (string hashing moves json's count by
+        # a few percent).
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYTHON")}
+        env["PYTHONHASHSEED"] = "0"
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-2000:])
+        totals = []
+        files = sorted((f for f in os.listdir(outdir)
+                        if f.startswith("cg.out.")),
+                       key=lambda f: int(f.rsplit(".", 1)[1]))
+        for fn in files:
+            with open(os.path.join(outdir, fn)) as f:
+                for line in f:
+                    if line.startswith(("totals:", "summary:")):
+                        totals.append(int(line.split()[1]))
+                        break
+        # The last exec() dumps are the workloads' (the child's own
+        # compile() and imports ran none after them).
+        return dict(zip(names, totals[-len(names):]))
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pristine", required=True)
+    p.add_argument("--fork", required=True)
+    p.add_argument("--json", metavar="OUT")
+    args = p.parse_args(argv)
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("native_workloads: valgrind not found", file=sys.stderr)
+        return 2
+    names = list(WORKLOADS)
+    results = {}
+    for label, side, xargs in CONFIGS:
+        python = args.pristine if side == "pristine" else args.fork
+        results[label] = measure(python, xargs, names, valgrind)
+        print(f"{label:<20} " + " ".join(
+            f"{n}={results[label][n]:,}" for n in names), flush=True)
+    ref = results["pristine off"]
+    print()
+    print(f"{'instructions / pristine off':<28}"
+          + "".join(f"{n:>15}" for n in names) + f"{'geomean':>10}")
+    for label, _, _ in CONFIGS:
+        ratios = [results[label][n] / ref[n] for n in names]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"{label:<28}" + "".join(f"{r:>15.3f}" for r in ratios)
+              + f"{geo:>10.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"workloads": {n: WORKLOADS[n][0] for n in names},
+                       "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
