@@ -53,8 +53,19 @@ def _current_labels():
 
 def _set_current(labels):
     """Make the dict *labels* (owned from now on) the current labels."""
-    _current.set(_encode(labels))
+    _current.set(_canonical(tuple(sorted(labels.items()))) if labels
+                 else None)
     _current_dict.set(labels or None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(items):
+    """The canonical str of the label set *items* (sorted (name, value)
+    pairs), checked: label() and nested labels ask again and again for the
+    same few sets, and json.dumps() was most of a label's cost."""
+    labels = dict(items)
+    _check(labels)
+    return _encode(labels)
 
 
 def _encode(labels):
@@ -161,18 +172,25 @@ class label:
     __slots__ = ('_labels', '_text')
 
     def __init__(self, mapping=None, /, **labels):
-        merged = {}
         if mapping is not None:
             if not hasattr(mapping, 'items'):
                 raise TypeError(f"label() takes a mapping, not "
                                 f"{type(mapping).__name__}")
-            merged.update(mapping.items())
-        merged.update(labels)
-        _check(merged)
-        self._labels = merged
-        self._text = _encode(merged)
+            merged = dict(mapping.items())
+            merged.update(labels)
+        else:
+            merged = labels
         if not merged:
             self._labels = None     # as the current labels say "none"
+            self._text = None
+            return
+        try:
+            self._text = _canonical(tuple(sorted(merged.items())))
+        except TypeError:
+            # Unsortable or unhashable names or values: say what is wrong.
+            _check(merged)
+            raise
+        self._labels = merged
 
     @property
     def labels(self):
