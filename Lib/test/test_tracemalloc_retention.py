@@ -454,7 +454,8 @@ class RetentionTests(unittest.TestCase):
             tracemalloc.start(1)
             node = Node(); node.self = node; node.items = []
             holder = node.items
-            site = [Node() for _ in range(3)]  # SITE
+            site = [None] * 3
+            for i in range(3): site[i] = Node()  # SITE
             del node
             gc.disable()
             gc.freeze()

@@ -30,8 +30,9 @@ __all__ = ['label', 'get_labels', 'get_object_labels', 'label_tasks',
            'is_labelling_tasks']
 
 # The current label set: its canonical str (or None), which the engine
-# reads, and the same as a dict (or None), which label() and get_labels()
-# read; and, for nesting, the stack of what each open label() replaced:
+# reads, and the same as a dict (or None, never changed in place), which
+# label() and get_labels() read; the two are always set together.  And,
+# for nesting, the stack of what each open label() replaced:
 # (outer stack, str, dict, the label() object).
 _current = contextvars.ContextVar('tracemalloc.label', default=None)
 _current_dict = contextvars.ContextVar('tracemalloc.label_dict',
@@ -43,18 +44,21 @@ _task_ref = contextvars.ContextVar('tracemalloc.label_task', default=None)
 _tracemalloc._set_label_var(_current)
 
 
-def _current_labels():
-    """The current labels as a dict, not to be changed (None: none)."""
-    labels = _current_dict.get()
-    if labels is None and _current.get() is not None:
-        labels = decode(_current.get())
-    return labels
-
-
 def _set_current(labels):
     """Make the dict *labels* (owned from now on) the current labels."""
-    _current.set(_encode(labels))
+    _current.set(_canonical(tuple(sorted(labels.items()))) if labels
+                 else None)
     _current_dict.set(labels or None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(items):
+    """The canonical str of the label set *items* (sorted (name, value)
+    pairs), checked: label() and nested labels ask again and again for the
+    same few sets, and json.dumps() was most of a label's cost."""
+    labels = dict(items)
+    _check(labels)
+    return _encode(labels)
 
 
 def _encode(labels):
@@ -112,7 +116,7 @@ def format_labels(text):
 
 def get_labels():
     """The labels of the current context, as a new dict."""
-    return dict(_current_labels() or {})
+    return dict(_current_dict.get() or {})
 
 
 # The pprof labels that snapshots with threads already carry.
@@ -161,18 +165,25 @@ class label:
     __slots__ = ('_labels', '_text')
 
     def __init__(self, mapping=None, /, **labels):
-        merged = {}
         if mapping is not None:
             if not hasattr(mapping, 'items'):
                 raise TypeError(f"label() takes a mapping, not "
                                 f"{type(mapping).__name__}")
-            merged.update(mapping.items())
-        merged.update(labels)
-        _check(merged)
-        self._labels = merged
-        self._text = _encode(merged)
+            merged = dict(mapping.items())
+            merged.update(labels)
+        else:
+            merged = labels
         if not merged:
             self._labels = None     # as the current labels say "none"
+            self._text = None
+            return
+        try:
+            self._text = _canonical(tuple(sorted(merged.items())))
+        except TypeError:
+            # Unsortable or unhashable names or values: say what is wrong.
+            _check(merged)
+            raise
+        self._labels = merged
 
     @property
     def labels(self):
@@ -180,7 +191,7 @@ class label:
         return dict(self._labels or {})
 
     def __enter__(self):
-        outer = _current_labels()
+        outer = _current_dict.get()
         text = _current.get()
         if self._labels is None:
             inner = outer
@@ -260,12 +271,12 @@ def _task_created(task, coro):
         ref = _task_ref.get()
         if ref is None or ref() is not task:
             return
-        labels = dict(_current_labels() or {})
+        labels = dict(_current_dict.get() or {})
         labels['task'] = name
         _set_current(labels)
         _replaced.set(_renamed(_replaced.get(), name))
         return
-    labels = dict(_current_labels() or {})
+    labels = dict(_current_dict.get() or {})
     labels['coroutine'] = str(getattr(coro, '__qualname__', None)
                               or type(coro).__qualname__)
     labels['task'] = name
@@ -293,11 +304,11 @@ def label_tasks(enable=True):
     A task renamed later (Task.set_name(), which create_task(name=...)
     calls when the loop has a task factory) has its new name from its next
     step on.  Tasks given a context of their own (``create_task(...,
-    context=ctx)``) are not labelled: their context may be shared.  Each task name is a
-    label set of its own: with allocation profiles (start(allocations=True))
-    the call paths of every task ever created are kept, so prefer named,
-    long-lived tasks there.  ``label_tasks(False)`` stops labelling new
-    tasks."""
+    context=ctx)``) are not labelled: their context may be shared.  Each
+    task name is a label set of its own: with allocation profiles
+    (start(allocations=True)) the call paths of every task ever created are
+    kept, so prefer named, long-lived tasks there.  ``label_tasks(False)``
+    stops labelling new tasks."""
     global _labelling_tasks
     _tracemalloc._set_task_hook(_task_created if enable else None)
     _labelling_tasks = bool(enable)
