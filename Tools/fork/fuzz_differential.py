@@ -139,6 +139,7 @@ PRISTINE_ENV = "TRACEMALLOC_PRISTINE_PYTHON"
 Z_BOUND = 6.0
 ALLOC_SHARE = 0.4      # programs run with start(allocations=True)
 LABEL_SHARE = 0.3      # programs whose object steps run in label()s
+NATIVE_SHARE = 0.3     # programs run with start(native=True) and C calls
 TIMEOUT = 60
 
 SIZES = [0, 1, 8, 16, 24, 56, 64, 100, 255, 256, 500, 511, 512, 513, 1000,
@@ -238,6 +239,83 @@ class _NoLabel:
         return False
 LBL = (tracemalloc.label if LABELS and hasattr(tracemalloc, "label")
        else _NoLabel)
+# Native memory (issue 32): with FUZZ_NATIVE=1 the program starts tracing
+# with native=True where the engine has it (pristine runs the same program
+# without), and calls the C library's allocators through ctypes (the GIL
+# released) on lines marked "#N".  NL is the program's model of the native
+# blocks that tracing must hold: address -> (line, size), kept the same way
+# in both runs (pristine's model is made and never read), so that the
+# Python objects of both runs stay the same.
+NATIVE = os.environ.get("FUZZ_NATIVE") == "1"
+_NDOM = getattr(tracemalloc, "NATIVE_DOMAIN", 0x4e6174)
+NB = {}                # native blocks held: name -> address
+NL = {}                # the traced ones: address -> (line, size)
+_PGS = os.sysconf("SC_PAGE_SIZE")
+for _n, _r, _a in (
+        ("malloc", ctypes.c_void_p, [ctypes.c_size_t]),
+        ("calloc", ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]),
+        ("realloc", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]),
+        ("free", None, [ctypes.c_void_p]),
+        ("posix_memalign", ctypes.c_int,
+         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]),
+        ("aligned_alloc", ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]),
+        ("memalign", ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]),
+        ("valloc", ctypes.c_void_p, [ctypes.c_size_t]),
+        ("mmap", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t,
+                                   ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_long]),
+        ("munmap", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t]),
+        ("mremap", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t,
+                                     ctypes.c_size_t, ctypes.c_int])):
+    _f = getattr(nogil, _n)
+    _f.restype = _r
+    _f.argtypes = _a
+del _n, _r, _a, _f
+_PM = ctypes.c_void_p()
+_PMR = ctypes.byref(_PM)
+
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+def _N(addr, size, name, depth=1):
+    # After a C allocation on a "#N" line: the block NAME at ADDR, traced
+    # at this line while tracing is on.  (A shrunk program may resize or
+    # free a block that no step made: None, as free(NULL) and
+    # realloc(NULL, n) take it; mremap() of it fails.)
+    if addr == _MAP_FAILED:
+        addr = None
+    NB[name] = addr
+    if NATIVE and tracemalloc.is_tracing() and addr:
+        NL[addr] = (sys._getframe(depth).f_lineno, size)
+    return addr
+
+_NW = [False]          # was the block _NF() took out traced?
+
+def _NF(name):
+    # Before a C free (or resize) of the block NAME: its address
+    addr = NB.pop(name, None)
+    _NW[0] = NL.pop(addr, None) is not None
+    return addr
+
+def _NK(addr, size, name):
+    # After mremap(): the new mapping is traced only if the old one was
+    # (an untraced mapping may be a file's: the engine leaves it alone)
+    if _NW[0]:
+        return _N(addr, size, name, 2)
+    NB[name] = None if addr == _MAP_FAILED else addr
+    return addr
+
+def _NH(name, gone):
+    # Before munmap() of the first GONE bytes of the mapping NAME: the rest
+    # keeps its trace, past them
+    addr = NB.get(name)
+    if addr is None:
+        return None     # munmap(NULL, n): EINVAL
+    NB[name] = addr + gone
+    t = NL.pop(addr, None)
+    if t is not None:
+        NL[addr + gone] = (t[0], t[1] - gone)
+    return addr
+
 TALLIED = set(json.loads(os.environ.get("FUZZ_TALLIED", "[]")))
 TALLY = []
 CHILD = []             # the allocation reports of fork children: JSON text
@@ -288,7 +366,7 @@ def _TO(o):
     if _tallying():
         _add(sys._getframe(1).f_lineno, 0, sys.getsizeof(o))
 
-if ALLOC:
+if ALLOC or NATIVE:
     # The tally's work (the fork's alone) makes objects that the
     # collector counts: an automatic collection would run at other points
     # than in pristine's run, and free there, into the free lists, garbage
@@ -300,6 +378,7 @@ if ALLOC:
     def _clear_traces():
         _ct()
         TALLY.clear()
+        NL.clear()
     tracemalloc.clear_traces = _clear_traces
 
 def _alloc_rep():
@@ -322,17 +401,23 @@ def _alloc_rep():
     return {"got": got, "want": want, "sample": tracemalloc.get_sample()}
 
 def _st(nframe, **kw):
+    extra = {}
     if ALLOC:
+        extra["allocations"] = True
+    if NATIVE:
+        extra["native"] = True
+    if extra:
         try:
-            tracemalloc.start(nframe, allocations=True, **kw)
+            tracemalloc.start(nframe, **extra, **kw)
             return
-        except TypeError:        # pristine: no allocation totals
+        except TypeError:        # pristine: no allocation totals, no native
             pass
     tracemalloc.start(nframe, **kw)
 
 def _start(nframe, every_byte=False, huge=False):
     if not tracemalloc.is_tracing():
         TALLY.clear()           # the totals start again at 0
+        NL.clear()              # and no native block is traced yet
     _start1(nframe, every_byte, huge)
 
 def _start1(nframe, every_byte, huge):
@@ -440,16 +525,34 @@ def M(k):
         rep["blocks"] = {n: _tb(_GT(0, v)) if _GT and v else None
                          for n, v in sorted(B.items())}
         agg = {}
+        nagg = {}
         if tracemalloc.is_tracing():
             for t in _tracemalloc._get_traces():
                 if _mine(t[2]):
-                    key = (t[0], " ".join(_tb(t[2])))
-                    c = agg.setdefault(key, [0, 0])
+                    if t[0] == _NDOM:
+                        c = nagg.setdefault(str(t[2][0][1]), [0, 0])
+                    else:
+                        c = agg.setdefault((t[0], " ".join(_tb(t[2]))),
+                                           [0, 0])
                     c[0] += 1
                     c[1] += t[1]
             t = None       # the last trace: dropped before the collection
         rep["traces"] = sorted([d, tb, c, s] for (d, tb), (c, s)
                                in agg.items())
+        if NATIVE:
+            # the native traces at the step lines (pristine: none) against
+            # the model; every other step line must have none (Python's
+            # own memory is never native)
+            want = {}
+            if tracemalloc.is_tracing():
+                for line, size in NL.values():
+                    c = want.setdefault(str(line), [0, 0])
+                    c[0] += 1
+                    c[1] += size
+            rep["native"] = {"got": nagg, "want": want,
+                             "on": _NON() and tracemalloc.is_tracing()}
+            want = None
+        nagg = None
     if ALLOC:
         rep["alloc"] = _alloc_rep()
         rep["alloc_child"] = [json.loads(c) for c in CHILD]
@@ -462,6 +565,10 @@ def M(k):
     # the report's own objects (made untraced by the fork's _get_traces(),
     # traced by pristine's: documented) must not reach the program
     gc.collect()
+
+def _NON():
+    f = getattr(tracemalloc, "is_tracing_native", None)
+    return bool(f and f())
 
 def _label_errors():
     # Each held object made in a label, and its items, have its labels (or
@@ -517,7 +624,8 @@ class Gen:
     of what the program holds so that frees and resizes name live
     things."""
 
-    def __init__(self, seed, mode, allocations=None, labels=None):
+    def __init__(self, seed, mode, allocations=None, labels=None,
+                 native=None):
         self.rng = random.Random(seed)
         self.mode = mode
         # allocations=True in a share of the programs, drawn apart so that
@@ -531,6 +639,12 @@ class Gen:
             labels = (random.Random(f"labels {seed}").random()
                       < LABEL_SHARE)
         self.labels = labels
+        # native memory in a share of the programs, drawn apart as well
+        if native is None:
+            native = (random.Random(f"native {seed}").random()
+                      < NATIVE_SHARE)
+        self.native = native
+        self.nblocks = {}       # name -> ("heap", size) or ("map", pages)
         self.n = 0
         self.blocks = {}        # name -> (domain, size)
         self.objs = set()
@@ -887,6 +1001,86 @@ class Gen:
     def s_paths(self):
         return ["_paths()"]
 
+    # ---- native memory (programs with native on): C allocations through
+    # ctypes on lines marked "#N", the GIL released, modelled by _N(),
+    # _NF() and _NH() (in the program) so that each report compares the
+    # native traces at the step lines with the blocks the program holds.
+    def ncall(self):
+        """One C call on a line of its own: a new block, a resize, or a
+        free, of the heap or of an anonymous mapping."""
+        heap = sorted(n for n, (k, _) in self.nblocks.items() if k == "heap")
+        maps = sorted(n for n, (k, _) in self.nblocks.items() if k == "map")
+        ops = ["malloc", "malloc", "calloc", "realloc0", "posix_memalign",
+               "aligned_alloc", "memalign", "valloc", "mmap", "free0"]
+        if heap:
+            ops += ["realloc", "realloc", "free", "free"]
+        if maps:
+            ops += ["munmap", "munmap_head", "mremap"]
+        op = self.rng.choice(ops)
+        size = max(self.size(), 1)
+        if op in ("realloc", "free"):
+            name = self.rng.choice(heap)
+            if op == "free":
+                del self.nblocks[name]
+                return f"nogil.free(_NF({name!r}))"
+            self.nblocks[name] = ("heap", size)
+            return (f"_N(nogil.realloc(_NF({name!r}), {size}), {size}, "
+                    f"{name!r})")
+        if op in ("munmap", "munmap_head", "mremap"):
+            name = self.rng.choice(maps)
+            pages = self.nblocks[name][1]
+            if op == "munmap" or (op == "munmap_head" and pages == 1):
+                del self.nblocks[name]
+                return f"nogil.munmap(_NF({name!r}), {pages} * _PGS)"
+            if op == "munmap_head":
+                gone = self.rng.randint(1, pages - 1)
+                self.nblocks[name] = ("map", pages - gone)
+                return (f"nogil.munmap(_NH({name!r}, {gone} * _PGS), "
+                        f"{gone} * _PGS)")
+            new = self.rng.choice([1, 2, 5, 33])
+            self.nblocks[name] = ("map", new)
+            # MREMAP_MAYMOVE
+            return (f"_NK(nogil.mremap(_NF({name!r}), {pages} * _PGS, "
+                    f"{new} * _PGS, 1), {new} * _PGS, {name!r})")
+        if op == "free0":
+            return "nogil.free(None)"
+        name = self.name("n")
+        if op == "mmap":
+            pages = self.rng.choice([1, 2, 3, 17])
+            self.nblocks[name] = ("map", pages)
+            # PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+            return (f"_N(nogil.mmap(None, {pages} * _PGS, 3, 0x22, -1, 0), "
+                    f"{pages} * _PGS, {name!r})")
+        self.nblocks[name] = ("heap", size)
+        if op == "malloc":
+            call = f"nogil.malloc({size})"
+        elif op == "realloc0":
+            call = f"nogil.realloc(None, {size})"
+        elif op == "calloc":
+            n = self.rng.choice([1, 2, 3])
+            size = n * max(size // n, 1)
+            self.nblocks[name] = ("heap", size)
+            call = f"nogil.calloc({n}, {size // n})"
+        elif op == "posix_memalign":
+            return (f"nogil.posix_memalign(_PMR, 64, {size}); "
+                    f"_N(_PM.value, {size}, {name!r})")
+        elif op == "valloc":
+            call = f"nogil.valloc({size})"
+        else:
+            call = f"nogil.{op}(64, {size})"
+        return f"_N({call}, {size}, {name!r})"
+
+    def s_native(self):
+        return [self.ncall() + "  #N"
+                for _ in range(self.rng.choice([1, 1, 2, 3]))]
+
+    def s_nthread(self):
+        """A C call in a thread, on a line that only the thread runs."""
+        fn = self.name("_nt")
+        return [f"def {fn}():", f"    {self.ncall()}  #N", f"Th({fn})"]
+
+    NATIVE_STEPS = [("s_native", 10), ("s_nthread", 2)]
+
     ALLOC_STEPS = [("s_tcall", 10), ("s_track", 3), ("s_treuse", 4),
                    ("s_tthread", 2), ("s_tfork", 1), ("s_paths", 2)]
 
@@ -901,7 +1095,8 @@ class Gen:
         self.pythonmalloc = self.rng.choice([None, None, "malloc"])
         steps = [self.s_start()]
         table = (self.STEPS + (self.ALLOC_STEPS if self.alloc else [])
-                 + ([("s_labelled", 6)] if self.labels else []))
+                 + ([("s_labelled", 6)] if self.labels else [])
+                 + (self.NATIVE_STEPS if self.native else []))
         names = [n for n, w in table for _ in range(w)]
         for _ in range(nsteps - 1):
             steps.append(getattr(self, self.rng.choice(names))())
@@ -949,6 +1144,12 @@ class Gen:
                 s = self.rng.choice([16, 64, 100, 1000, 70000])
                 steps.append([f"H[{self.name('m')!r}] = "
                               f"[bytes({s}) for i in range({min(n, 200) if s > 5000 else n})]"])
+            elif self.native and r < 0.78:
+                # C blocks, kept: estimated with the rest of the line
+                n = self.rng.choice([500, 3000])
+                s = self.rng.choice([64, 100, 600, 5000])
+                steps.append([f"H[{self.name('c')!r}] = "
+                              f"[nogil.malloc({s}) for i in range({n})]"])
             elif r < 0.85:
                 n = self.rng.choice([500, 3000])
                 s = self.rng.choice([64, 100, 600])
@@ -1044,8 +1245,9 @@ def _flat(report):
     group."""
     flat = {}
     for key, value in report.items():
-        if key in ("alloc", "alloc_child", "label_errors"):
-            continue            # the fork's alone: diff_alloc(), diff_labels()
+        if key in ("alloc", "alloc_child", "label_errors", "native"):
+            continue            # the fork's alone: diff_alloc(),
+                                # diff_labels(), diff_native()
         if key in ("held", "blocks") and isinstance(value, dict):
             for n, v in value.items():
                 flat[f"{key}[{n}]"] = json.dumps(v)
@@ -1156,6 +1358,29 @@ def diff_labels(reports):
     return None
 
 
+def diff_native(reports):
+    """The first report whose native traces at the step lines are not the
+    blocks the program's model holds (line -> [count, bytes]), as text, or
+    None.  Exact tracing only (with start(sample=1) in some programs: the
+    model's blocks are of 16 bytes or more there)."""
+    for rep in reports:
+        nat = rep.get("native")
+        if nat is None or not rep.get("tracing"):
+            continue
+        if not nat["on"]:
+            return (f"after step {rep.get('step')}: tracing, but "
+                    "is_tracing_native() is False")
+        got, want = nat["got"], nat["want"]
+        out = [f"  line {line}: native (count, bytes) {got.get(line)}, the "
+               f"program holds {want.get(line)}"
+               for line in sorted(set(got) | set(want), key=int)
+               if got.get(line) != want.get(line)]
+        if out:
+            return (f"after step {rep.get('step')}, the native domain:\n"
+                    + "\n".join(out))
+    return None
+
+
 def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
     a, ea = run(fork, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
     b, eb = run(pristine, steps, "exact", env_extra=env_extra, tmpdir=tmpdir)
@@ -1167,7 +1392,7 @@ def check_exact(fork, pristine, steps, env_extra, tmpdir, reruns=3):
         runs.append(run(pristine, steps, "exact", env_extra=env_extra,
                         tmpdir=tmpdir)[0])
         d = diff_exact(a, runs)
-    return d or diff_alloc(a) or diff_labels(a)
+    return d or diff_alloc(a) or diff_labels(a) or diff_native(a)
 
 
 def check_sampling(fork, steps, sample, env_extra, tmpdir):
@@ -1229,11 +1454,13 @@ def fuzz_one(seed, args, tmpdir):
     """Return a report of a mismatch for *seed*, or None."""
     env_extra = {}
     gen = Gen(seed, args.mode, getattr(args, "allocations", None),
-              getattr(args, "labels", None))
+              getattr(args, "labels", None), getattr(args, "native", None))
     if gen.alloc:
         env_extra["FUZZ_ALLOC"] = "1"
     if gen.labels:
         env_extra["FUZZ_LABELS"] = "1"
+    if gen.native:
+        env_extra["FUZZ_NATIVE"] = "1"
     if args.mode == "exact":
         steps = gen.exact_program(args.steps)
         alloc = args.pythonmalloc or gen.pythonmalloc
@@ -1259,7 +1486,8 @@ def fuzz_one(seed, args, tmpdir):
                if "PYTHONMALLOC" in env_extra else "")
             + (f" sample {sample}" if args.mode == "sampling" else "")
             + (" allocations=True" if gen.alloc else "")
-            + (" labels" if gen.labels else ""),
+            + (" labels" if gen.labels else "")
+            + (" native" if gen.native else ""),
             "steps:"]
     for k, step in enumerate(steps):
         text.append(f"  [{k}] " + "; ".join(step))
@@ -1303,13 +1531,20 @@ def main(argv=None):
                    help="object steps in tracemalloc.label() blocks and the "
                         "check of get_object_labels(): as the seed draws "
                         "it, always or never")
+    p.add_argument("--native", choices=["seed", "on", "off"],
+                   default="seed",
+                   help="start(native=True), C allocations through ctypes "
+                        "and the check of the native domain: as the seed "
+                        "draws it, always or never")
     args = p.parse_args(argv)
     args.allocations = {"seed": None, "on": True, "off": False}[
         args.allocations]
     args.labels = {"seed": None, "on": True, "off": False}[args.labels]
+    args.native = {"seed": None, "on": True, "off": False}[args.native]
 
     if args.show:
-        gen = Gen(args.seed or 0, args.mode, args.allocations, args.labels)
+        gen = Gen(args.seed or 0, args.mode, args.allocations, args.labels,
+                  args.native)
         steps = (gen.exact_program(args.steps) if args.mode == "exact"
                  else gen.sampling_program(max(3, args.steps // 4)))
         print(render(steps, args.mode)[0])
