@@ -42,6 +42,7 @@ static void
 engine_reset_unlocked(void)
 {
     _PyTraceMalloc_StoreClear_unlocked();
+    native_maps_clear();
     tree_reset();
     compact_schedule(1, 0);
     peak_clear();
@@ -144,11 +145,21 @@ _PyTraceMalloc_StartupDefaultSample(void)
 }
 
 /* Whether the options asked for sampling (startup: tracing starts even
-   without -X tracemalloc, with 1 frame). */
+   without -X tracemalloc, with 1 frame; a dump option then leaves the
+   sampling and the frames to them). */
 int
 _PyTraceMalloc_StartupSample(void)
 {
-    return startup_sample != 0 || startup_native;
+    return startup_sample != 0;
+}
+
+/* Whether the options asked for native tracing (startup: tracing starts
+   even without -X tracemalloc, with 1 frame; not an option that says how
+   to trace, so a dump option alone still samples with its frames). */
+int
+_PyTraceMalloc_StartupNative(void)
+{
+    return startup_native;
 }
 
 /* Start tracing; SAMPLE is the mean sampling interval in bytes (0: exact).
@@ -318,6 +329,21 @@ track_needs_gil(unsigned int domain, PyGILState_STATE *state)
     return 1;
 }
 
+/* The owner's domain wins over the native trace of the block it reports
+   (numpy's data buffers, N2): under the engine lock, the native trace of
+   PTR goes, and its allocation with it (counted once, in the owner's
+   domain). */
+static void
+native_owner_wins(uintptr_t ptr)
+{
+    _PyTraceMalloc_Node node;
+    size_t size;
+    if (store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, ptr, &node,
+                           &size)) {
+        peak_account_unalloc(_PyTraceMalloc_NATIVE_DOMAIN, node, size);
+    }
+}
+
 int
 PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
 {
@@ -326,9 +352,21 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
     }
     if (sample_interval() && !sample_take(size)) {
         /* Not sampled; it replaces any sampled trace of the address, as
-           a tracked block replaces the previous one. */
-        return sample_filter_hit((const void *)ptr)
-               ? PyTraceMalloc_Untrack(domain, ptr) : 0;
+           a tracked block replaces the previous one, and the native trace
+           of the block its owner reports (the owner's domain wins, N2:
+           the owner's draw alone decides). */
+        if (sample_filter_hit((const void *)ptr)) {
+            (void)PyTraceMalloc_Untrack(domain, ptr);
+            if (native_on && domain != _PyTraceMalloc_NATIVE_DOMAIN) {
+                PyThreadState *tstate;
+                int side = engine_enter(0, &tstate);
+                if (_PyTraceMalloc_TRACING()) {
+                    native_owner_wins(ptr);
+                }
+                engine_leave(side);
+            }
+        }
+        return 0;
     }
     PyGILState_STATE gil_state;
     int ensured = track_needs_gil(domain, &gil_state);
@@ -344,12 +382,7 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
               : store_add_table(domain, ptr, size, node);
         if (res == 0 && native_on
             && domain != _PyTraceMalloc_NATIVE_DOMAIN) {
-            /* The owner's domain wins over the native trace of the
-               block it reports (numpy's data buffers, N2). */
-            _PyTraceMalloc_Node native_node;
-            size_t native_size;
-            (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, ptr,
-                                     &native_node, &native_size);
+            native_owner_wins(ptr);
         }
     }
     engine_leave(side);
@@ -431,7 +464,7 @@ _PyTraceMalloc_EngineMemory(void)
 {
     int side = engine_lock();
     size_t size = _PyTraceMalloc_StoreMemory_unlocked()
-                  + tm.memory;
+                  + tm.memory + native_maps_memory();
     engine_leave(side);
     return size;
 }

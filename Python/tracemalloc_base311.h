@@ -164,7 +164,8 @@ _PyTraceMalloc_Init(int nframe)
         _PyTraceMalloc_StartupDefaultSample();
         nframe = _PyTraceMalloc_STARTUP_NFRAME;
     }
-    if (nframe == 0 && _PyTraceMalloc_StartupSample()) {
+    if (nframe == 0 && (_PyTraceMalloc_StartupSample()
+                     || _PyTraceMalloc_StartupNative())) {
         nframe = 1;
     }
     if (nframe == 0) {

@@ -188,7 +188,8 @@ _PyTraceMalloc_Init(void)
         _PyTraceMalloc_StartupDefaultSample();
         main->config.tracemalloc = _PyTraceMalloc_STARTUP_NFRAME;
     }
-    if (main->config.tracemalloc == 0 && _PyTraceMalloc_StartupSample()) {
+    if (main->config.tracemalloc == 0 && (_PyTraceMalloc_StartupSample()
+                     || _PyTraceMalloc_StartupNative())) {
         main->config.tracemalloc = 1;
     }
     return _PyStatus_OK();

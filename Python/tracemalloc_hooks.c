@@ -425,10 +425,13 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
             /* Not if clear_traces(), stop() or a compaction ran meanwhile:
                the trace was cleared, or its node id means another path. */
             if (_PyTraceMalloc_TRACING()
-                && generation == tm.generation) {
-                (void)store_add(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                (uintptr_t)ptr, old_size, old_node,
-                                !sampled && gil_held && side, 1);
+                && generation == tm.generation
+                && store_add(_PyTraceMalloc_DEFAULT_DOMAIN,
+                             (uintptr_t)ptr, old_size, old_node,
+                             !sampled && gil_held && side, 1) == 0) {
+                /* The same block: not an allocation again. */
+                peak_account_unalloc(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                     old_node, old_size);
             }
             engine_leave(side);
         }

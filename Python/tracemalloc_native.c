@@ -431,16 +431,20 @@ native_put_back(void *ptr, size_t size, _PyTraceMalloc_Node node,
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     if (native_on && _PyTraceMalloc_TRACING()
-        && tm.generation == generation) {
-        (void)store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, (uintptr_t)ptr,
-                              size, node);
+        && tm.generation == generation
+        && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, (uintptr_t)ptr,
+                           size, node) == 0) {
+        /* The same block: not an allocation again. */
+        peak_account_unalloc(_PyTraceMalloc_NATIVE_DOMAIN, node, size);
     }
     engine_leave(side);
     native_depth--;
 }
 
 /* The forwarded call of a traced path: whatever it allocates for itself
-   (an LD_PRELOAD allocator's own mmap()) is not the caller's. */
+   (an LD_PRELOAD allocator's own mmap()) is not the caller's.  Only as a
+   variable's initializer (T x = NATIVE_FORWARD(...);): it expands to two
+   statements. */
 #define NATIVE_FORWARD(call) \
     (native_depth++, (call)); native_depth--
 
@@ -566,56 +570,292 @@ native_pvalloc(size_t size)
     NATIVE_ALIGNED(native_next.pvalloc(size), size);
 }
 
+/* ---- the mappings ---------------------------------------------------------- */
+
+/* Every anonymous mapping made while native tracing is on, traced or not
+   (sampling mode traces a sample of them), ordered by start (N6):
+   munmap(), mremap() and mmap(MAP_FIXED) of a range find every mapping it
+   cuts, whatever their starts, and each piece left keeps a trace of its
+   own size.  A mapping's trace is keyed by its start; the index knows
+   which mappings have one.  Under the engine lock; the count is also read
+   without it, so that a munmap() when there is none costs no lock.  At
+   most one entry per live mapping of the process (the kernel's
+   vm.max_map_count, 65530 by default, bounds it). */
+typedef struct {
+    uintptr_t start;
+    size_t size;
+    int traced;         /* its trace is in the native domain at start */
+} native_mapping;
+
+static struct {
+    native_mapping *items;
+    size_t len;         /* atomic: read without the lock */
+    size_t cap;
+} maps;
+
+/* A trace taken out of a mapping before a call that may fail (mremap):
+   put back if it does. */
+typedef struct {
+    uintptr_t start;
+    size_t size;
+    _PyTraceMalloc_Node node;
+} native_taken;
+
+#define NATIVE_TAKEN_MAX 4
+
+/* Forget every mapping: the traces were cleared with the store (stop(),
+   clear_traces()), or native tracing stopped (munmap() goes unseen from
+   now on).  Under the engine lock. */
+static void
+native_maps_clear(void)
+{
+    _PyTraceMalloc_UntracedFree(maps.items);
+    maps.items = NULL;
+    maps.cap = 0;
+    __atomic_store_n(&maps.len, 0, __ATOMIC_RELAXED);
+}
+
+static size_t
+native_maps_memory(void)
+{
+    return maps.cap * sizeof(native_mapping);
+}
+
+/* The index of the first mapping that ends past ADDR. */
+static size_t
+maps_first_past(uintptr_t addr)
+{
+    size_t lo = 0, hi = maps.len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (maps.items[mid].start + maps.items[mid].size <= addr) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* Insert a mapping (which overlaps none: maps_cut() ran first): 0, or -1
+   when the engine has no memory for it (then it stays untraced, N4). */
+static int
+maps_insert(uintptr_t start, size_t size, int traced)
+{
+    if (maps.len == maps.cap) {
+        size_t cap = maps.cap ? maps.cap * 2 : 64;
+        native_mapping *items = _PyTraceMalloc_RawAlloc(
+            cap * sizeof(native_mapping), 0);
+        if (items == NULL) {
+            return -1;
+        }
+        if (maps.len) {
+            memcpy(items, maps.items, maps.len * sizeof(native_mapping));
+        }
+        _PyTraceMalloc_UntracedFree(maps.items);
+        maps.items = items;
+        maps.cap = cap;
+    }
+    size_t i = maps_first_past(start);
+    memmove(&maps.items[i + 1], &maps.items[i],
+            (maps.len - i) * sizeof(native_mapping));
+    maps.items[i] = (native_mapping){start, size, traced};
+    __atomic_store_n(&maps.len, maps.len + 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* Sampling mode: does a piece of PIECE bytes, left of a sampled mapping
+   of SIZE bytes, keep its trace?  With probability p(PIECE) / p(SIZE), so
+   that each piece is in the sample with probability p(PIECE), as a new
+   mapping of its size would be, and its estimate (weighted by its own
+   size) stays unbiased.  Exact mode: always. */
+static int
+maps_keep(size_t piece, size_t size)
+{
+    uint64_t interval = tm.sample.interval;
+    if (interval == 0 || piece >= size) {
+        return 1;
+    }
+    double keep = expm1(-(double)piece / (double)interval)
+                  / expm1(-(double)size / (double)interval);
+    double u = (double)(splitmix64(&sample_rng) >> 11) / 9007199254740992.0;
+    return u < keep;
+}
+
+/* A piece of PAGES bytes at START left of a mapping whose trace (if
+   TRACED) was of WHOLE bytes at NODE, REQ of them in the piece (traced
+   sizes are the sizes asked for, not rounded to pages): traced if kept,
+   as the same memory (not an allocation); indexed either way. */
+static void
+maps_piece(uintptr_t start, size_t pages, int traced, size_t req,
+           size_t whole, _PyTraceMalloc_Node node)
+{
+    traced = traced && req != 0 && maps_keep(req, whole)
+             && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, start, req,
+                                node) == 0;
+    if (traced) {
+        peak_account_unalloc(_PyTraceMalloc_NATIVE_DOMAIN, node, req);
+    }
+    if (maps_insert(start, pages, traced) < 0 && traced) {
+        _PyTraceMalloc_Node n;
+        size_t sz;
+        (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, start, &n,
+                                 &sz);
+    }
+}
+
+/* The pages [ADDR, ADDR + LEN) go (munmap(), mremap(), mmap(MAP_FIXED)),
+   LEN already rounded up to pages: each mapping they cut loses its trace
+   and its entry, and the pieces left before and after them get their own.
+   A trace that TAKEN (N entries) holds was taken out before the call.
+   Returns 1 if an indexed mapping was cut (the call's memory was traced
+   native memory, or a sample's neighbour of it).  Under the engine lock. */
+static int
+maps_cut(uintptr_t addr, size_t len, const native_taken *taken, int n)
+{
+    uintptr_t end = addr + len;
+    size_t i = maps_first_past(addr);
+    int cut = 0;
+    while (i < maps.len && maps.items[i].start < end) {
+        native_mapping m = maps.items[i];
+        memmove(&maps.items[i], &maps.items[i + 1],
+                (maps.len - i - 1) * sizeof(native_mapping));
+        __atomic_store_n(&maps.len, maps.len - 1, __ATOMIC_RELAXED);
+        cut = 1;
+        _PyTraceMalloc_Node node = 0;
+        size_t size = 0;
+        int traced = 0;
+        if (m.traced) {
+            traced = store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                        m.start, &node, &size);
+            for (int k = 0; !traced && k < n; k++) {
+                if (taken[k].start == m.start) {
+                    node = taken[k].node;
+                    size = taken[k].size;
+                    traced = 1;
+                }
+            }
+        }
+        uintptr_t m_end = m.start + m.size;
+        uintptr_t req_end = m.start + size;     /* end of what was asked */
+        if (m.start < addr) {
+            size_t req = (req_end < addr ? req_end : addr) - m.start;
+            maps_piece(m.start, addr - m.start, traced, req, size, node);
+        }
+        if (end < m_end) {
+            size_t req = req_end > end ? req_end - end : 0;
+            maps_piece(end, m_end - end, traced, req, size, node);
+        }
+        /* The next mapping cut: a piece before ADDR ends at it, one after
+           starts at END. */
+        i = maps_first_past(addr);
+    }
+    return cut;
+}
+
+static inline size_t
+native_pages(size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (len + page - 1) & ~(page - 1);
+}
+
+/* A new mapping [PTR, PTR + LEN): indexed, and traced at the current
+   position if TAKE (exact mode, or sampled).  Anything it overlaps in the
+   index was unmapped unseen (a raw system call): gone. */
+static void
+native_map_add(void *ptr, size_t len, int take)
+{
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    if (native_on && _PyTraceMalloc_TRACING()) {
+        uintptr_t start = (uintptr_t)ptr;
+        (void)maps_cut(start, native_pages(len), NULL, 0);
+        int traced = 0;
+        if (take) {
+            _PyTraceMalloc_Node node = native_node(tstate);
+            traced = node != UINT32_MAX
+                     && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, start,
+                                        len, node) == 0;
+        }
+        if (maps_insert(start, native_pages(len), traced) < 0 && traced) {
+            _PyTraceMalloc_Node n;
+            size_t sz;
+            (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, start,
+                                     &n, &sz);
+        }
+    }
+    engine_leave(side);
+    native_depth--;
+}
+
+/* munmap() or mmap(MAP_FIXED) of [ADDR, ADDR + LEN): the pages go before
+   the call, so that no other thread can map them meanwhile and lose its
+   trace to this cut.  (munmap() fails only for arguments it refuses,
+   checked here, or when cutting a mapping would exceed the kernel's
+   count of mappings: the traces are then a little wrong, N4.) */
+static void
+native_unmap_range(void *addr, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (len == 0 || ((uintptr_t)addr & (page - 1))
+        || __atomic_load_n(&maps.len, __ATOMIC_RELAXED) == 0) {
+        return;
+    }
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    if (_PyTraceMalloc_TRACING()) {
+        (void)maps_cut((uintptr_t)addr, native_pages(len), NULL, 0);
+    }
+    engine_leave(side);
+    native_depth--;
+}
+
 /* Only anonymous mappings are traced: a file's mapping is the file's
-   memory (the page cache), not an allocation. */
+   memory (the page cache), not an allocation; nor is a reservation of
+   address space (PROT_NONE: no page of it can be touched). */
 Py_NO_INLINE static void *
 native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (!(flags & MAP_ANONYMOUS) || native_untraced()) {
+    if (native_untraced()) {
         return native_next.mmap(addr, len, prot, flags, fd, off);
+    }
+    if (flags & MAP_FIXED) {
+        /* It replaces whatever was mapped there. */
+        native_unmap_range(addr, len);
     }
     void *ptr = NATIVE_FORWARD(native_next.mmap(addr, len, prot, flags, fd,
                                                 off));
-    if (ptr != MAP_FAILED) {
-        native_new_block(ptr, len);
+    if (ptr != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE) {
+        native_map_add(ptr, len, !sample_interval() || sample_take(len));
     }
     return ptr;
 }
 
-/* A trace is keyed by the mapping's start: munmap() of the start (all of
-   it, or its first pages) takes the trace out, and moves what remains of
-   it past the unmapped pages; munmap() of pages inside or at the end of
-   a mapping is not seen (N4). */
 Py_NO_INLINE static int
 native_munmap(void *addr, size_t len)
 {
     if (native_untraced()) {
         return native_next.munmap(addr, len);
     }
-    _PyTraceMalloc_Node node;
-    size_t size;
-    uint32_t generation;
-    int had = native_remove(addr, &node, &size, &generation);
+    native_unmap_range(addr, len);
     int res = NATIVE_FORWARD(native_next.munmap(addr, len));
-    if (had) {
-        if (res != 0) {
-            native_put_back(addr, size, node, generation);
-        }
-        else {
-            size_t page = (size_t)sysconf(_SC_PAGESIZE);
-            size_t gone = (len + page - 1) & ~(page - 1);
-            if (gone < size) {
-                native_put_back((char *)addr + gone, size - gone, node,
-                                generation);
-            }
-        }
-    }
     return res;
 }
 
-/* mremap() of a traced mapping moves its trace, at the current position
-   (as realloc()); an untraced mapping (a file's) stays untraced.  The
-   interposer passes the optional new address always. */
+#ifndef MREMAP_DONTUNMAP
+#  define MREMAP_DONTUNMAP 4
+#endif
+
+/* mremap() of an indexed mapping (or of part of one): a new mapping at
+   the current position (as realloc()), sampled afresh; what is left of
+   the old one keeps its trace.  A mapping made before native tracing
+   started, or a file's, stays unseen.  The old traces go before the call
+   (once the pages moved, another thread may map the old addresses) and
+   come back if it fails. */
 Py_NO_INLINE static void *
 native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
@@ -623,24 +863,77 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
     va_start(ap, flags);
     void *new_address = va_arg(ap, void *);
     va_end(ap);
-    if (native_untraced()) {
+    if (native_untraced()
+        || __atomic_load_n(&maps.len, __ATOMIC_RELAXED) == 0) {
         return native_next.mremap(old, old_size, new_size, flags,
                                   new_address);
     }
-    _PyTraceMalloc_Node node;
-    size_t size;
-    uint32_t generation;
-    int had = native_remove(old, &node, &size, &generation);
-    void *ptr = NATIVE_FORWARD(native_next.mremap(old, old_size, new_size,
-                                                  flags, new_address));
-    if (had) {
-        if (ptr == MAP_FAILED) {
-            native_put_back(old, size, node, generation);
-        }
-        else {
-            native_new_block(ptr, new_size);
+    uintptr_t start = (uintptr_t)old;
+    size_t len = native_pages(old_size);
+    native_taken taken[NATIVE_TAKEN_MAX];
+    int n = 0;
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    int indexed = 0;
+    if (_PyTraceMalloc_TRACING() && len != 0) {
+        for (size_t i = maps_first_past(start);
+             i < maps.len && maps.items[i].start < start + len; i++) {
+            indexed = 1;
+            if (maps.items[i].traced && n < NATIVE_TAKEN_MAX
+                && store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                      maps.items[i].start, &taken[n].node,
+                                      &taken[n].size)) {
+                taken[n].start = maps.items[i].start;
+                n++;
+            }
         }
     }
+    engine_leave(side);
+    native_depth--;
+    void *ptr = NATIVE_FORWARD(native_next.mremap(old, old_size, new_size,
+                                                  flags, new_address));
+    if (!indexed) {
+        return ptr;
+    }
+    int take = ptr != MAP_FAILED
+               && (!sample_interval() || sample_take(new_size));
+    native_depth++;
+    side = engine_enter(0, &tstate);
+    if (ptr == MAP_FAILED) {
+        /* Nothing moved: the traces go back, as the same memory. */
+        for (int k = 0; k < n; k++) {
+            if (_PyTraceMalloc_TRACING()
+                && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                   taken[k].start, taken[k].size,
+                                   taken[k].node) == 0) {
+                peak_account_unalloc(_PyTraceMalloc_NATIVE_DOMAIN,
+                                     taken[k].node, taken[k].size);
+            }
+        }
+    }
+    else if (native_on && _PyTraceMalloc_TRACING()) {
+        if (!(flags & MREMAP_DONTUNMAP)) {
+            (void)maps_cut(start, len, taken, n);
+        }
+        (void)maps_cut((uintptr_t)ptr, native_pages(new_size), NULL, 0);
+        int traced = 0;
+        if (take) {
+            _PyTraceMalloc_Node node = native_node(tstate);
+            traced = node != UINT32_MAX
+                     && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                        (uintptr_t)ptr, new_size, node) == 0;
+        }
+        if (maps_insert((uintptr_t)ptr, native_pages(new_size), traced) < 0
+            && traced) {
+            _PyTraceMalloc_Node nd;
+            size_t sz;
+            (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN,
+                                     (uintptr_t)ptr, &nd, &sz);
+        }
+    }
+    engine_leave(side);
+    native_depth--;
     return ptr;
 }
 
@@ -849,6 +1142,8 @@ _PyTraceMalloc_StopNative(void)
     int side = engine_lock();
     native_switch(0);
     native_on = 0;
+    /* munmap() goes unseen from now on: the index would go stale. */
+    native_maps_clear();
     engine_leave(side);
 }
 

@@ -265,6 +265,28 @@ peak_account_alloc(_PyTraceMalloc_Node node, size_t size)
     t->alloc_count += acct_count(size);
 }
 
+/* A trace of SIZE at (DOMAIN, NODE) that was counted as an allocation
+   when it was made is taken back from the allocation totals: one put back
+   after a failed realloc() or munmap() (it is the same block, not a new
+   allocation), or a native trace that the block's owner reports in its
+   own domain (counted once, there). */
+static void
+peak_account_unalloc(unsigned int domain, _PyTraceMalloc_Node node,
+                     size_t size)
+{
+#ifdef PY_TRACEMALLOC_NO_PEAK
+    return;
+#endif
+    uint32_t *dirty;
+    cct_totals *t = domain == _PyTraceMalloc_DEFAULT_DOMAIN
+                    ? node_totals(node, &dirty)
+                    : domain_totals(domain, node, 0, &dirty);
+    if (t != NULL) {
+        t->alloc_size -= acct_size(size);
+        t->alloc_count -= acct_count(size);
+    }
+}
+
 /* A free-list object of the default domain is re-traced from node FROM to
    node TO (the hottest of the three on numeric code). */
 static inline void

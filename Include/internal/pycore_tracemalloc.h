@@ -601,6 +601,7 @@ PyAPI_FUNC(int) _PyTraceMalloc_SetSampleSeed(uint64_t seed);
 extern int _PyTraceMalloc_ReadSampleOption(const PyConfig *config,
                                            const char **error);
 extern int _PyTraceMalloc_StartupSample(void);
+extern int _PyTraceMalloc_StartupNative(void);
 extern void _PyTraceMalloc_Stop(void);
 extern void _PyTraceMalloc_ClearTraces(void);
 /* The node of PTR's trace in DOMAIN: 1 with VIEW pinned, else 0. */

@@ -257,7 +257,7 @@ def leak_line(source):
 
 
 PRELUDE = """
-import ctypes, gc, os, sys, tracemalloc
+import _tracemalloc, ctypes, gc, os, sys, tracemalloc
 NATIVE = tracemalloc.NATIVE_DOMAIN
 NATIVE_ONLY = [tracemalloc.DomainFilter(True, NATIVE)]
 libc = ctypes.CDLL(None)     # the process's malloc: the interposers
@@ -1019,6 +1019,215 @@ class SamplingTest(unittest.TestCase):
             print(native_lines().get(line) is None)
         """)
         self.assertEqual(out.split(), ["True"] * 4)
+
+
+class NativeReviewTest(unittest.TestCase):
+    """The wrong answers of the adversarial review of the native domain
+    (session 40), one test each."""
+
+    def test_munmap_any_range(self):
+        # A range that cuts mappings anywhere: every mapping it covers loses
+        # its trace, and each piece left keeps a trace of its own size.
+        out = run("""
+            page = _mmap.PAGESIZE
+            tracemalloc.start(1, native=True)
+            total = lambda: tracemalloc.get_native_traced_memory()[0]
+            # one munmap() over several adjacent mappings
+            base = libc.mmap(None, 8 * 16 * page, PROT_RW, MAP_ANON_PRIVATE,
+                             -1, 0)
+            assert libc.munmap(base, 8 * 16 * page) == 0
+            for i in range(8):
+                p = libc.mmap(base + i * 16 * page, 16 * page, PROT_RW,
+                              MAP_ANON_PRIVATE | 0x100000, -1, 0)
+                assert p == base + i * 16 * page
+            assert total() == 8 * 16 * page, total()
+            assert libc.munmap(base, 8 * 16 * page) == 0
+            assert total() == 0, total()
+            # the aligned-mapping idiom: map more, trim head and tail
+            for i in range(20):
+                m = libc.mmap(None, 48 * page, PROT_RW, MAP_ANON_PRIVATE,
+                              -1, 0)
+                lead = 16 * page - (m % (16 * page)) if m % (16 * page) else 0
+                if lead:
+                    assert libc.munmap(m, lead) == 0
+                a = m + lead
+                assert libc.munmap(a + 32 * page, 48 * page - lead
+                                   - 32 * page) == 0 or lead == 16 * page
+                assert total() == 32 * page, (i, total(), lead)
+                assert libc.munmap(a, 32 * page) == 0
+                assert total() == 0, (i, total())
+            # a hole in the middle: two pieces, at the mapping's line
+            m = libc.mmap(None, 10 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            line = here() - 1
+            assert libc.munmap(m + 3 * page, 2 * page) == 0
+            assert native_lines()[line] == (8 * page, 2), native_lines()
+            assert libc.munmap(m, 10 * page) == 0
+            assert line not in native_lines()
+            # a mapping of 5000 bytes: traced at 5000 (the size asked);
+            # its last page unmapped leaves the 4096 of the first
+            m = libc.mmap(None, 5000, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            assert total() == 5000
+            assert libc.munmap(m + page, page) == 0
+            assert total() == page
+            assert libc.munmap(m, page) == 0
+            assert total() == 0
+            print("ok")
+        """)
+        self.assertEqual(out.strip(), "ok")
+
+    def test_map_fixed_replaces(self):
+        out = run("""
+            page = _mmap.PAGESIZE
+            tracemalloc.start(1, native=True)
+            total = lambda: tracemalloc.get_native_traced_memory()[0]
+            m = libc.mmap(None, 8 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            line = here() - 1
+            # MAP_FIXED over pages 2..3: the old trace is cut in two, the
+            # new mapping traced
+            p = libc.mmap(m + 2 * page, 2 * page, PROT_RW,
+                          MAP_ANON_PRIVATE | 0x10, -1, 0)   # MAP_FIXED
+            fixed = here() - 2
+            assert p == m + 2 * page
+            assert total() == 8 * page, total()
+            lines = native_lines()
+            assert lines[line] == (6 * page, 2), lines
+            assert lines[fixed] == (2 * page, 1), lines
+            assert libc.munmap(m, 8 * page) == 0
+            assert total() == 0, total()
+            print("ok")
+        """)
+        self.assertEqual(out.strip(), "ok")
+
+    def test_reservation_not_counted(self):
+        out = run("""
+            tracemalloc.start(1, native=True)
+            m = libc.mmap(None, 1 << 36, 0, MAP_ANON_PRIVATE | 0x4000, -1, 0)
+            assert m != MAP_FAILED
+            print(tracemalloc.get_native_traced_memory()[0])
+            libc.munmap(m, 1 << 36)
+        """)
+        self.assertEqual(out.strip(), "0")
+
+    def test_allocation_totals_count_allocations_only(self):
+        out = run("""
+            page = _mmap.PAGESIZE
+            track = ctypes.pythonapi.PyTraceMalloc_Track
+            track.argtypes = [ctypes.c_uint, ctypes.c_size_t, sz]
+            untrack = ctypes.pythonapi.PyTraceMalloc_Untrack
+            untrack.argtypes = [ctypes.c_uint, ctypes.c_size_t]
+            raw_realloc = ctypes.pythonapi.PyMem_RawRealloc
+            raw_realloc.restype = vp
+            raw_realloc.argtypes = [vp, sz]
+            raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
+            raw_malloc.restype = vp
+            raw_malloc.argtypes = [sz]
+            tracemalloc.start(1, native=True, allocations=True)
+            def allocated(dom, line):
+                snap = tracemalloc.take_snapshot(allocated=True)
+                snap = snap.filter_traces([tracemalloc.DomainFilter(True, dom)])
+                for st in snap.statistics("lineno"):
+                    if st.traceback[0].lineno == line:
+                        return st.size, st.count
+                return 0, 0
+            # a mapping trimmed a page at a time: one allocation
+            m = libc.mmap(None, 11 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            line = here() - 1
+            for i in range(11):
+                assert libc.munmap(m + i * page, page) == 0
+            print(allocated(NATIVE, line) == (11 * page, 1))
+            # failed realloc(): not an allocation, native or raw domain
+            q = libc.malloc(1000); line = here()
+            for i in range(10):
+                assert not libc.realloc(q, 1 << 62)
+            libc.free(q)
+            print(allocated(NATIVE, line) == (1000, 1))
+            def raw_alloc():
+                return raw_malloc(1000)     # the block alone on its line
+            r = raw_alloc(); line = here() - 1
+            before = allocated(0, line)     # the block, ctypes' int...
+            for i in range(10):
+                assert not raw_realloc(r, 1 << 62)
+            print(allocated(0, line) == before, before[0] >= 1000)
+            # malloc() then Track() by the owner: counted once, the owner's
+            ptrs = []
+            for i in range(10):
+                p = libc.malloc(10000); line = here()
+                track(389047, p, 10000)
+                ptrs.append(p)
+            print(allocated(NATIVE, line), allocated(389047, line + 1))
+            for p in ptrs:
+                untrack(389047, p)
+                libc.free(p)
+        """)
+        lines = out.split("\n")
+        self.assertEqual([x.split()[0] for x in lines[:3]], ["True"] * 3,
+                         out)
+        self.assertEqual(out.split("\n")[3], "(0, 0) (100000, 10)")
+
+    def test_sampled_owner_wins(self):
+        # Sampling mode: a malloc()ed block that its owner reports is
+        # estimated once, whatever the owner's draw gives.
+        out = run("""
+            import math
+            track = ctypes.pythonapi.PyTraceMalloc_Track
+            track.argtypes = [ctypes.c_uint, ctypes.c_size_t, sz]
+            tracemalloc.start(1, native=True, sample=65536)
+            _tracemalloc._set_sample_seed(99)
+            ptrs = []
+            for i in range(4000):
+                p = libc.malloc(10240)
+                track(389047, p, 10240)
+                ptrs.append(p)
+            snap = tracemalloc.take_snapshot()
+            est = sum(st.size for st in snap.filter_traces(
+                [tracemalloc.DomainFilter(False, 0)]).statistics("filename"))
+            true = 4000 * 10240
+            pr = -math.expm1(-10240 / 65536)
+            sd = 10240 / pr * math.sqrt(4000 * pr * (1 - pr))
+            print(abs(est - true) < 6 * sd, round(est / true, 2))
+        """)
+        self.assertEqual(out.split()[0], "True", out)
+
+    def test_sampled_trimmed_mapping(self):
+        # A sampled mapping whose first pages go keeps the weight of its
+        # new size: the estimate of what is left stays unbiased.
+        out = run("""
+            import math
+            page = _mmap.PAGESIZE
+            R = 1 << 20
+            tracemalloc.start(1, native=True, sample=R)
+            _tracemalloc._set_sample_seed(7)
+            maps = [libc.mmap(None, 16 * page, PROT_RW, MAP_ANON_PRIVATE,
+                              -1, 0) for i in range(2000)]
+            for m in maps:
+                assert libc.munmap(m, 15 * page) == 0
+            est = tracemalloc.get_native_traced_memory()[0]
+            true = 2000 * page
+            pr = -math.expm1(-page / R)
+            sd = page / pr * math.sqrt(2000 * pr * (1 - pr))
+            print(abs(est - true) < 6 * sd + page / pr, est, true)
+            for m in maps:
+                libc.munmap(m + 15 * page, page)
+        """)
+        self.assertEqual(out.split()[0], "True", out)
+
+    def test_startup_native_keeps_dump_sampling(self):
+        # -X tracemalloc_native with a dump option alone: the dump option's
+        # sampling (512 KiB) and 25 frames, native on.
+        code = ("import tracemalloc; print(tracemalloc.is_tracing(), "
+                "tracemalloc.is_tracing_native(), "
+                "tracemalloc.get_traceback_limit(), tracemalloc.get_sample())")
+        for args, env in (
+                (["-X", "tracemalloc_dump_over=1GiB",
+                  "-X", "tracemalloc_native"], {}),
+                ([], {"PYTHONTRACEMALLOCDUMPOVER": "1GiB",
+                      "PYTHONTRACEMALLOCNATIVE": "1"}),
+                (["-X", "tracemalloc_dump_on_memory_error",
+                  "-X", "tracemalloc_native"], {})):
+            with self.subTest(args=args, env=env):
+                res = assert_python_ok(*args, "-c", code, **env)
+                self.assertEqual(res.out.decode().split(),
+                                 ["True", "True", "25", "524288"])
 
 
 @support.requires_fork()
