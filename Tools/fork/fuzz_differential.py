@@ -54,6 +54,26 @@ traceback and no trace; and after every step the fork checks that every
 held object made in a label, and its items, have that label's set
 (tracemalloc.get_object_labels()), or no trace.
 
+Native memory (issue 32).  A share of the programs (NATIVE_SHARE, drawn
+apart; --native on/off overrides) start tracing with native=True on the
+fork (pristine, which has no native domain, runs the same program
+without) and add steps that call the C library's malloc, calloc, realloc
+(and realloc(NULL)), free (and free(NULL)), posix_memalign, aligned_alloc,
+memalign, valloc, mmap, munmap (a whole mapping, its first pages, pages at
+its end or in its middle, the whole range of a mapping with holes) and
+mremap through ctypes.CDLL(None) (the GIL released), on lines marked "#N",
+in the main thread and in threads.  The program keeps a model of the
+native blocks tracing must hold (_N(), _NF(), _NH(), _NCUT(): a block made
+while tracing, at its line and size; a mapping cut leaves its pieces;
+mremap() of a traced mapping is a new block at its line, of an untraced
+one nothing; start() and clear_traces() forget them).  After every step
+the native traces whose most recent frame is a step line must be the
+model's, per line (count, bytes), and no other step line may have any:
+Python's own memory is never native, under every PYTHONMALLOC.  The
+Python domains are compared with pristine as in every program.  Sampling
+programs add lines that keep C blocks (malloc() in a list comprehension),
+estimated with the rest of their line.
+
 Allocation totals (issue 33).  A share of the programs (ALLOC_SHARE,
 drawn from the seed apart from the program, so that the others are what
 they were before; --allocations on/off overrides) start tracing with
@@ -303,6 +323,37 @@ def _NK(addr, size, name):
         return _N(addr, size, name, 2)
     NB[name] = None if addr == _MAP_FAILED else addr
     return addr
+
+def _NCUT(a, b):
+    # The pages [a, b) go: each modelled block they cut (mappings only: a
+    # heap block never lies in a mapping the program made) leaves traces
+    # of its pieces before and after them, at its line
+    for s, (line, size) in list(NL.items()):
+        e = s + size
+        if s < b and a < e:
+            del NL[s]
+            if s < a:
+                NL[s] = (line, a - s)
+            if b < e:
+                NL[b] = (line, e - b)
+
+def _NX(name, pages):
+    # Before munmap() of the whole range of the mapping NAME (holes and
+    # all): its address
+    addr = NB.pop(name, None)
+    if addr is not None:
+        _NCUT(addr, addr + pages * _PGS)
+    return addr
+
+def _NY(name, off, n):
+    # Before munmap() of N pages at page OFF of the mapping NAME: their
+    # address
+    addr = NB.get(name)
+    if addr is None:
+        return None
+    a = addr + off * _PGS
+    _NCUT(a, a + n * _PGS)
+    return a
 
 def _NH(name, gone):
     # Before munmap() of the first GONE bytes of the mapping NAME: the rest
@@ -644,7 +695,8 @@ class Gen:
             native = (random.Random(f"native {seed}").random()
                       < NATIVE_SHARE)
         self.native = native
-        self.nblocks = {}       # name -> ("heap", size) or ("map", pages)
+        self.nblocks = {}       # name -> ("heap", size), ("map", pages) or
+                                # ("holed", pages): a mapping with holes
         self.n = 0
         self.blocks = {}        # name -> (domain, size)
         self.objs = set()
@@ -1010,12 +1062,15 @@ class Gen:
         free, of the heap or of an anonymous mapping."""
         heap = sorted(n for n, (k, _) in self.nblocks.items() if k == "heap")
         maps = sorted(n for n, (k, _) in self.nblocks.items() if k == "map")
+        holed = sorted(n for n, (k, _) in self.nblocks.items() if k == "holed")
         ops = ["malloc", "malloc", "calloc", "realloc0", "posix_memalign",
                "aligned_alloc", "memalign", "valloc", "mmap", "free0"]
         if heap:
             ops += ["realloc", "realloc", "free", "free"]
         if maps:
-            ops += ["munmap", "munmap_head", "mremap"]
+            ops += ["munmap", "munmap_head", "munmap_part", "mremap"]
+        if holed:
+            ops += ["munmap_holed", "munmap_part"]
         op = self.rng.choice(ops)
         size = max(self.size(), 1)
         if op in ("realloc", "free"):
@@ -1026,6 +1081,31 @@ class Gen:
             self.nblocks[name] = ("heap", size)
             return (f"_N(nogil.realloc(_NF({name!r}), {size}), {size}, "
                     f"{name!r})")
+        if op == "munmap_holed" or (op == "munmap_part"
+                                    and (not maps or self.rng.random() < 0.5)
+                                    and holed):
+            # a mapping with holes: its whole range goes, or more of it
+            name = self.rng.choice(holed)
+            pages = self.nblocks[name][1]
+            if op == "munmap_holed":
+                del self.nblocks[name]
+                return f"nogil.munmap(_NX({name!r}, {pages}), {pages} * _PGS)"
+            off = self.rng.randrange(pages)
+            n = self.rng.randint(1, pages - off)
+            return (f"nogil.munmap(_NY({name!r}, {off}, {n}), "
+                    f"{n} * _PGS)")
+        if op == "munmap_part":
+            # pages at the end or in the middle (the first: munmap_head)
+            name = self.rng.choice(maps)
+            pages = self.nblocks[name][1]
+            if pages < 2:
+                del self.nblocks[name]
+                return f"nogil.munmap(_NX({name!r}, 1), _PGS)"
+            off = self.rng.randint(1, pages - 1)
+            n = self.rng.randint(1, pages - off)
+            self.nblocks[name] = ("holed", pages)
+            return (f"nogil.munmap(_NY({name!r}, {off}, {n}), "
+                    f"{n} * _PGS)")
         if op in ("munmap", "munmap_head", "mremap"):
             name = self.rng.choice(maps)
             pages = self.nblocks[name][1]
