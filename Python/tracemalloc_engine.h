@@ -38,6 +38,9 @@
  *                                    estimator
  *  Python/tracemalloc_native.c       native memory: the interposers of
  *                                    malloc() and mmap(), the native domain
+ *  Python/tracemalloc_nativeframes.c native frames: the C stack of a
+ *                                    trace, captured, interned, spliced
+ *                                    and symbolised
  *  Python/tracemalloc_base.h         the adapter: the interpreter's frame,
  *                                    code and thread-state fields, from
  *                                    tracemalloc_base311.h (one per base)
@@ -72,6 +75,8 @@ typedef struct cct_string {
     int kind;                   /* PyUnicode kind: 1, 2 or 4 */
     uint8_t marked;             /* named by a live node (compaction) */
     uint8_t is_label;           /* a label set, not a filename (labels) */
+    uint8_t is_native;          /* a native node's marker: 1 a C frame,
+                                   2 a segment (tracemalloc_nativeframes.c) */
     char data[];
 } cct_string;
 
@@ -443,6 +448,8 @@ static void sample_after_fork(void);
 
 /* tracemalloc_native.c: native tracing is on (the interposers' branch) */
 static int native_on;
+/* tracemalloc_nativeframes.c: a forked child's symbol cache lock */
+static void nf_after_fork(void);
 
 /* tracemalloc_compact.c */
 static inline void compact_if_due(void);

@@ -51,6 +51,11 @@
 #  define NATIVE_EARLY
 #endif
 
+/* The traced paths and the interposers are in a section of their own, so
+   that a capture of native frames (tracemalloc_nativeframes.c) drops the
+   engine's frames at the top of the C stack. */
+#define NATIVE_TEXT __attribute__((section("tm_native_text")))
+
 /* ---- the functions forwarded to ----------------------------------------- */
 
 /* Before the first call resolves the table, each entry is a resolver.
@@ -327,6 +332,9 @@ static _Thread_local int native_depth _PyTraceMalloc_TLS_IE;
 /* Native tracing was asked for at startup (-X tracemalloc_native,
    PYTHONTRACEMALLOCNATIVE). */
 static int startup_native;
+/* ... with native frames (=frames: of native traces; =frames-all: of
+   every trace): the mode for _PyTraceMalloc_SetNativeFrames(). */
+static int startup_native_frames;
 
 /* Is an interposed call now none of the program's own (N3)?  This
    thread is inside an interposer already, or inside a traced Python
@@ -362,19 +370,44 @@ native_node(PyThreadState *tstate)
     return nomem ? UINT32_MAX : root;
 }
 
+/* tracemalloc_nativeframes.c: a capture of the C stack, the return
+   addresses innermost first, without the engine's own frames. */
+#define NF_MAX 64
+typedef struct nf_stack {
+    int n;
+    uintptr_t pcs[NF_MAX];
+} nf_stack;
+static int nf_mode;
+static void nf_capture(nf_stack *stack);
+static _PyTraceMalloc_Node nf_intern_stack(PyThreadState *tstate,
+                                           _PyTraceMalloc_Node node,
+                                           const nf_stack *stack);
+static void nf_after_fork(void);
+
 /* Trace PTR (SIZE bytes) at NODE, or at the current position when NODE is
    UINT32_MAX.  A block that cannot be traced for want of engine memory
    stays untraced: a C library is not told of the tracer's failures
    (N4). */
-Py_NO_INLINE static void
+Py_NO_INLINE NATIVE_TEXT static void
 native_add(void *ptr, size_t size, _PyTraceMalloc_Node node)
 {
     native_depth++;
+    /* Native frames: the C stack is captured before the engine lock is
+       taken (NF1). */
+    nf_stack stack;
+    stack.n = 0;
+    if (node == UINT32_MAX
+        && __atomic_load_n(&nf_mode, __ATOMIC_RELAXED)) {
+        nf_capture(&stack);
+    }
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     if (native_on && _PyTraceMalloc_TRACING()) {
         if (node == UINT32_MAX) {
             node = native_node(tstate);
+            if (stack.n) {
+                node = nf_intern_stack(tstate, node, &stack);
+            }
         }
         if (node != UINT32_MAX) {
             (void)store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
@@ -444,7 +477,7 @@ native_put_back(void *ptr, size_t size, _PyTraceMalloc_Node node,
 #define NATIVE_FORWARD(call) \
     (native_depth++, (call)); native_depth--
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_malloc(size_t size)
 {
     if (native_untraced()) {
@@ -457,7 +490,7 @@ native_malloc(size_t size)
     return ptr;
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_calloc(size_t nelem, size_t elsize)
 {
     if (native_untraced()) {
@@ -470,7 +503,7 @@ native_calloc(size_t nelem, size_t elsize)
     return ptr;
 }
 
-Py_NO_INLINE static void
+Py_NO_INLINE NATIVE_TEXT static void
 native_free(void *ptr)
 {
     if (ptr != NULL && !native_untraced()) {
@@ -482,7 +515,7 @@ native_free(void *ptr)
     native_next.free(ptr);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_realloc(void *ptr, size_t size)
 {
     if (native_untraced()) {
@@ -518,7 +551,7 @@ native_aligned_result(void *ptr, size_t size)
     return ptr;
 }
 
-Py_NO_INLINE static int
+Py_NO_INLINE NATIVE_TEXT static int
 native_posix_memalign(void **out, size_t align, size_t size)
 {
     if (native_untraced()) {
@@ -542,25 +575,25 @@ native_posix_memalign(void **out, size_t align, size_t size)
         return native_aligned_result(ptr_, (size)); \
     } while (0)
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_aligned_alloc(size_t align, size_t size)
 {
     NATIVE_ALIGNED(native_next.aligned_alloc(align, size), size);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_memalign(size_t align, size_t size)
 {
     NATIVE_ALIGNED(native_next.memalign(align, size), size);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_valloc(size_t size)
 {
     NATIVE_ALIGNED(native_next.valloc(size), size);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_pvalloc(size_t size)
 {
     NATIVE_ALIGNED(native_next.pvalloc(size), size);
@@ -568,7 +601,7 @@ native_pvalloc(size_t size)
 
 /* Only anonymous mappings are traced: a file's mapping is the file's
    memory (the page cache), not an allocation. */
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (!(flags & MAP_ANONYMOUS) || native_untraced()) {
@@ -586,7 +619,7 @@ native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
    it, or its first pages) takes the trace out, and moves what remains of
    it past the unmapped pages; munmap() of pages inside or at the end of
    a mapping is not seen (N4). */
-Py_NO_INLINE static int
+Py_NO_INLINE NATIVE_TEXT static int
 native_munmap(void *addr, size_t len)
 {
     if (native_untraced()) {
@@ -616,7 +649,7 @@ native_munmap(void *addr, size_t len)
 /* mremap() of a traced mapping moves its trace, at the current position
    (as realloc()); an untraced mapping (a file's) stays untraced.  The
    interposer passes the optional new address always. */
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
     va_list ap;
@@ -707,8 +740,8 @@ native_switch(int on)
    _FILE_OFFSET_BITS=64), and the C names must not be the builtins' the
    compiler knows. */
 #define NATIVE_ENTRY(ret, cname, symbol, params) \
-    NATIVE_EXPORT NATIVE_EARLY ret cname params __asm__(symbol); \
-    NATIVE_EXPORT NATIVE_EARLY ret cname params
+    NATIVE_EXPORT NATIVE_EARLY NATIVE_TEXT ret cname params __asm__(symbol); \
+    NATIVE_EXPORT NATIVE_EARLY NATIVE_TEXT ret cname params
 
 NATIVE_ENTRY(void *, native_entry_malloc, "malloc", (size_t size))
 {
@@ -849,6 +882,7 @@ _PyTraceMalloc_StopNative(void)
     int side = engine_lock();
     native_switch(0);
     native_on = 0;
+    __atomic_store_n(&nf_mode, 0, __ATOMIC_RELAXED);
     engine_leave(side);
 }
 
@@ -881,7 +915,9 @@ _PyTraceMalloc_NativeBootBlocks(void)
 
 /* -X tracemalloc_native, PYTHONTRACEMALLOCNATIVE: read with the sampling
    option (_PyTraceMalloc_ReadSampleOption()).  The option alone, or the
-   variable set to 1, asks for it; 0 and an empty variable do not. */
+   variable set to 1, asks for it; 0 and an empty variable do not;
+   "frames" asks for native frames too, "frames-all" for native frames of
+   every trace. */
 static int
 native_read_option(const PyConfig *config, const char **error)
 {
@@ -889,6 +925,7 @@ native_read_option(const PyConfig *config, const char **error)
     char buffer[16];
     const char *option;
     startup_native = 0;
+    startup_native_frames = 0;
     const char *text = startup_option(
         config, L"tracemalloc_native", "-X tracemalloc_native",
         "PYTHONTRACEMALLOCNATIVE", buffer, sizeof(buffer), &option);
@@ -902,7 +939,15 @@ native_read_option(const PyConfig *config, const char **error)
     if (strcmp(text, "0") == 0) {
         return 0;
     }
-    PyOS_snprintf(message, sizeof(message), "%s=%.20s: expected 1 or 0",
+    if (strcmp(text, "frames") == 0 || strcmp(text, "frames-all") == 0) {
+        startup_native = 1;
+        startup_native_frames = text[6] == 0
+            ? _PyTraceMalloc_NATIVE_FRAMES_NATIVE
+            : _PyTraceMalloc_NATIVE_FRAMES_ALL;
+        return 0;
+    }
+    PyOS_snprintf(message, sizeof(message),
+                  "%s=%.20s: expected 1, 0, frames or frames-all",
                   option, text);
     *error = message;
     return -1;

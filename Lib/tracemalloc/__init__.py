@@ -50,6 +50,7 @@ from _tracemalloc import (  # noqa: F401
     is_tracing,
     is_tracing_allocations,
     is_tracing_native,
+    is_tracing_native_frames,
     reset_peak,
     start,
     stop,
