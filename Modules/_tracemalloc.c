@@ -238,6 +238,33 @@ native_total(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
     return 0;
 }
 
+/* Is PC in one of the engine's hooks (tracemalloc_hooks.c)?  They are
+   static functions, inlined differently by each build: known by the
+   prefixes of their names. */
+static int
+native_engine_frame(uintptr_t pc)
+{
+    static const char *const prefixes[] = {
+        "_PyTraceMalloc_", "exact_", "sampled_", "trace_add", NULL,
+    };
+    const _PyTraceMalloc_NativeSymbol *sym =
+        _PyTraceMalloc_NativeSymbolize(pc);
+    /* The engine's own object: where its malloc hook is. */
+    const char *own = _PyTraceMalloc_NativeSymbolize(
+        (uintptr_t)_PyTraceMalloc_MallocHook + 1)->library;
+    const char *name = sym->function;
+    if (name == NULL || own == NULL || sym->library == NULL
+        || strcmp(own, sym->library) != 0) {
+        return 0;
+    }
+    for (int k = 0; prefixes[k] != NULL; k++) {
+        if (strncmp(name, prefixes[k], strlen(prefixes[k])) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* At most this many C frames of a trace are read (the capture keeps 64). */
 #define EXPORT_NATIVE_MAX 128
 
@@ -273,8 +300,14 @@ native_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
     }
     uint32_t emitted = 0;
     _PyTraceMalloc_Node cur = py;
-    int i;
-    for (i = 0; i < n; i++) {
+    int i = 0;
+    /* A Python domain's trace (native frames of every trace) starts in
+       the engine's hooks, under the allocator API's function: not shown. */
+    while (i < n && entries[i].nframes < 0
+           && native_engine_frame(entries[i].pc)) {
+        i++;
+    }
+    for (; i < n; i++) {
         PyObject *frame;
         if (entries[i].nframes >= 0) {
             /* The evaluation loop: its segment's Python frames. */
@@ -1361,10 +1394,17 @@ frame_ids_slot(const frame_ids *t, PyObject *key)
     return i;
 }
 
+/* (str, int), or (str, int, str, str) for a C frame (native frames). */
 static int
 frame_is_valid(PyObject *frame)
 {
-    return PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 2
+    if (!PyTuple_CheckExact(frame)) {
+        return 0;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(frame);
+    return (n == 2 || (n == 4
+                       && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 2))
+                       && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 3))))
            && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 0))
            && PyLong_CheckExact(PyTuple_GET_ITEM(frame, 1));
 }
@@ -1380,7 +1420,8 @@ number_frame(frame_ids *ids, PyObject *by_value, PyObject *frames,
     }
     if (!frame_is_valid(frame)) {
         PyErr_SetString(PyExc_TypeError, "cannot dump snapshot: frames "
-                        "must be (str, int) tuples");
+                        "must be (str, int) tuples (or (str, int, str, "
+                        "str) for C frames)");
         return -1;
     }
     /* Exact str and int: hashing and comparing run no Python code. */

@@ -448,7 +448,21 @@ static void sample_after_fork(void);
 
 /* tracemalloc_native.c: native tracing is on (the interposers' branch) */
 static int native_on;
-/* tracemalloc_nativeframes.c: a forked child's symbol cache lock */
+/* tracemalloc_nativeframes.c: a capture of the C stack, the return
+   addresses innermost first, without the engine's own frames; the mode
+   (0, or _PyTraceMalloc_NATIVE_FRAMES_*) and whether the Python domains'
+   traces carry their C stack too (nf_all, read by trace_add()). */
+#define NF_MAX 64
+typedef struct nf_stack {
+    int n;
+    uintptr_t pcs[NF_MAX];
+} nf_stack;
+static int nf_mode;
+static int nf_all;
+static void nf_capture(nf_stack *stack);
+static _PyTraceMalloc_Node nf_intern_stack(PyThreadState *tstate,
+                                           _PyTraceMalloc_Node node,
+                                           const nf_stack *stack);
 static void nf_after_fork(void);
 
 /* tracemalloc_compact.c */

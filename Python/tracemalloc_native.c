@@ -370,19 +370,7 @@ native_node(PyThreadState *tstate)
     return nomem ? UINT32_MAX : root;
 }
 
-/* tracemalloc_nativeframes.c: a capture of the C stack, the return
-   addresses innermost first, without the engine's own frames. */
-#define NF_MAX 64
-typedef struct nf_stack {
-    int n;
-    uintptr_t pcs[NF_MAX];
-} nf_stack;
-static int nf_mode;
-static void nf_capture(nf_stack *stack);
-static _PyTraceMalloc_Node nf_intern_stack(PyThreadState *tstate,
-                                           _PyTraceMalloc_Node node,
-                                           const nf_stack *stack);
-static void nf_after_fork(void);
+
 
 /* Trace PTR (SIZE bytes) at NODE, or at the current position when NODE is
    UINT32_MAX.  A block that cannot be traced for want of engine memory
@@ -883,6 +871,7 @@ _PyTraceMalloc_StopNative(void)
     native_switch(0);
     native_on = 0;
     __atomic_store_n(&nf_mode, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&nf_all, 0, __ATOMIC_RELAXED);
     engine_leave(side);
 }
 

@@ -326,6 +326,21 @@ nf_load(void)
     return 0;
 }
 
+/* trace_add() of a Python domain's block with native frames of every
+   trace: the C stack is captured before the engine lock is taken (NF1),
+   with native_depth raised (the unwinder's allocations are nobody's). */
+Py_NO_INLINE __attribute__((section("tm_native_text"))) static int
+trace_add_frames(unsigned int domain, void *ptr, size_t size, int gil_held,
+                 int pooled, int block, int resized)
+{
+    nf_stack stack;
+    native_depth++;
+    nf_capture(&stack);
+    native_depth--;
+    return trace_add_ex(domain, ptr, size, gil_held, pooled, block, resized,
+                        &stack);
+}
+
 int
 _PyTraceMalloc_SetNativeFrames(int mode)
 {
@@ -342,6 +357,9 @@ _PyTraceMalloc_SetNativeFrames(int mode)
     }
     int side = engine_lock();
     __atomic_store_n(&nf_mode, native_on ? mode : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&nf_all, native_on
+                              && mode == _PyTraceMalloc_NATIVE_FRAMES_ALL,
+                     __ATOMIC_RELAXED);
     engine_leave(side);
     return 0;
 }
