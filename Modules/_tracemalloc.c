@@ -37,6 +37,7 @@ typedef struct {
     PyObject *filenames;            /* dict: string address -> str */
     PyObject *tracebacks;           /* dict: frames tuple -> itself */
     PyObject *unknown_frames;       /* (('<unknown>', 0),) */
+    PyObject *native_frames;        /* dict: return address -> C frame */
 } exporter;
 
 /* VIEW was pinned by the caller; the exporter takes the pin over (and
@@ -85,6 +86,7 @@ exporter_fini(exporter *ex)
     Py_XDECREF(ex->filenames);
     Py_XDECREF(ex->tracebacks);
     Py_XDECREF(ex->unknown_frames);
+    Py_XDECREF(ex->native_frames);
     _PyTraceMalloc_CCTUnpin();
 }
 
@@ -163,11 +165,221 @@ node_frame(exporter *ex, _PyTraceMalloc_Node node, _PyTraceMalloc_Node *parent)
     return frame;
 }
 
+/* A str of a symbol's C string (a path or a name: the file system's
+   encoding, undecodable bytes escaped), or of FALLBACK when it is NULL. */
+static PyObject *
+native_str(const char *text, const char *fallback)
+{
+    return PyUnicode_DecodeFSDefault(text != NULL ? text : fallback);
+}
+
+/* A new reference to the frame of the C return address PC: (filename,
+   lineno, function, library), symbolised now and cached per export (and
+   per process by the engine).  filename and lineno are the source file and
+   line when the debug information has them, else the library and 0;
+   function is '??' when no symbol covers the address. */
+static PyObject *
+native_frame(exporter *ex, uintptr_t pc)
+{
+    if (ex->native_frames == NULL) {
+        ex->native_frames = PyDict_New();
+        if (ex->native_frames == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *key = PyLong_FromVoidPtr((void *)pc);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *frame = PyDict_GetItemWithError(ex->native_frames, key);
+    if (frame != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(frame);
+    }
+    const _PyTraceMalloc_NativeSymbol *sym = _PyTraceMalloc_NativeSymbolize(pc);
+    const char *library = sym->library != NULL ? sym->library : "<unknown>";
+    PyObject *filename = native_str(sym->file, library);
+    PyObject *function = native_str(sym->function, "??");
+    PyObject *lib = native_str(library, library);
+    if (filename != NULL && function != NULL && lib != NULL) {
+        frame = Py_BuildValue("(OiOO)", filename,
+                              sym->file != NULL ? sym->line : 0,
+                              function, lib);
+    }
+    Py_XDECREF(filename);
+    Py_XDECREF(function);
+    Py_XDECREF(lib);
+    if (frame != NULL) {
+        untrack_atomic(frame);
+        if (PyDict_SetItem(ex->native_frames, key, frame) < 0) {
+            Py_CLEAR(frame);
+        }
+    }
+    Py_DECREF(key);
+    return frame;
+}
+
+/* The total_nframe of a native NODE: its Python position's. */
+static int
+native_total(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
+{
+    _PyTraceMalloc_NativeEntry entry;
+    _PyTraceMalloc_Node py, parent;
+    int lineno, kind;
+    uint32_t depth = 0;
+    const void *data;
+    Py_ssize_t length;
+    (void)_PyTraceMalloc_NodeNativeChain(&ex->view, node, &entry, 1, &py);
+    if (!_PyTraceMalloc_NodeInfo(&ex->view, py, &parent, &lineno, &depth,
+                                 &data, &kind, &length)) {
+        depth = 0;
+    }
+    *total = depth == 0 ? 1 : depth < UINT16_MAX ? depth : UINT16_MAX;
+    return 0;
+}
+
+/* Is PC in one of the engine's hooks (tracemalloc_hooks.c)?  They are
+   static functions, inlined differently by each build: known by the
+   prefixes of their names. */
+static int
+native_engine_frame(uintptr_t pc)
+{
+    static const char *const prefixes[] = {
+        "_PyTraceMalloc_", "exact_", "sampled_", "trace_add", NULL,
+    };
+    const _PyTraceMalloc_NativeSymbol *sym =
+        _PyTraceMalloc_NativeSymbolize(pc);
+    /* The engine's own object: where its malloc hook is. */
+    const char *own = _PyTraceMalloc_NativeSymbolize(
+        (uintptr_t)_PyTraceMalloc_MallocHook + 1)->library;
+    const char *name = sym->function;
+    if (name == NULL || own == NULL || sym->library == NULL
+        || strcmp(own, sym->library) != 0) {
+        return 0;
+    }
+    for (int k = 0; prefixes[k] != NULL; k++) {
+        if (strncmp(name, prefixes[k], strlen(prefixes[k])) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* At most this many C frames of a trace are read (the capture keeps 64). */
+#define EXPORT_NATIVE_MAX 128
+
+/* The frames of a trace that carries its C stack (NODE, a native node):
+   one stack, most recent call first, where each call of the evaluation
+   loop gives way to the Python frames it runs.  It keeps at most
+   ex->limit Python frames (and the C frames between them); when the
+   whole Python traceback fits, the C frames under its oldest frame too.
+   *TOTAL is the Python traceback's total_nframe. */
+static PyObject *
+native_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
+{
+    _PyTraceMalloc_NativeEntry entries[EXPORT_NATIVE_MAX];
+    _PyTraceMalloc_Node py;
+    int n = _PyTraceMalloc_NodeNativeChain(&ex->view, node, entries,
+                                           EXPORT_NATIVE_MAX, &py);
+    _PyTraceMalloc_Node parent;
+    int lineno, kind;
+    uint32_t depth = 0;
+    const void *data;
+    Py_ssize_t length;
+    if (!_PyTraceMalloc_NodeInfo(&ex->view, py, &parent, &lineno, &depth,
+                                 &data, &kind, &length)) {
+        depth = 0;
+    }
+    /* Like upstream, a traceback without Python frames counts one. */
+    *total = depth == 0 ? 1 : depth < UINT16_MAX ? depth : UINT16_MAX;
+    uint32_t budget = Py_MIN((uint32_t)ex->limit, depth);
+    int cut = depth > budget;
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        return NULL;
+    }
+    uint32_t emitted = 0;
+    _PyTraceMalloc_Node cur = py;
+    int i = 0;
+    /* A Python domain's trace (native frames of every trace) starts in
+       the engine's hooks, under the allocator API's function: not shown. */
+    while (i < n && entries[i].nframes < 0
+           && native_engine_frame(entries[i].pc)) {
+        i++;
+    }
+    for (; i < n; i++) {
+        PyObject *frame;
+        if (entries[i].nframes >= 0) {
+            /* The evaluation loop: its segment's Python frames. */
+            for (int64_t k = 0; k < entries[i].nframes && emitted < budget;
+                 k++) {
+                frame = node_frame(ex, cur, &cur);
+                if (frame == NULL || PyList_Append(list, frame) < 0) {
+                    goto error;
+                }
+                Py_DECREF(frame);
+                emitted++;
+            }
+            continue;
+        }
+        if (cut && emitted == budget) {
+            break;
+        }
+        frame = native_frame(ex, entries[i].pc);
+        if (frame == NULL) {
+            goto error;
+        }
+        if (PyList_Append(list, frame) < 0) {
+            Py_DECREF(frame);
+            goto error;
+        }
+        Py_DECREF(frame);
+    }
+    while (emitted < budget) {
+        /* Python frames the C stack did not reach (a capture cut at its
+           limit, or no splice). */
+        PyObject *frame = node_frame(ex, cur, &cur);
+        if (frame == NULL || PyList_Append(list, frame) < 0) {
+            Py_XDECREF(frame);
+            goto error;
+        }
+        Py_DECREF(frame);
+        emitted++;
+    }
+    PyObject *frames = PyList_AsTuple(list);
+    Py_DECREF(list);
+    untrack_atomic(frames);
+    return frames;
+error:
+    Py_DECREF(list);
+    return NULL;
+}
+
 /* A new reference to the frames tuple of NODE, most recent first, at most
    ex->limit frames, and its total frame count. */
 static PyObject *
 node_frames(exporter *ex, _PyTraceMalloc_Node node, uint32_t *total)
 {
+    if (_PyTraceMalloc_NodeIsNative(&ex->view, node)) {
+        /* Native frames: the C stack spliced with the Python frames. */
+        if (ex->traceback_by_node != NULL
+            && ex->traceback_by_node[node] != NULL) {
+            (void)native_total(ex, node, total);
+            return Py_NewRef(ex->traceback_by_node[node]);
+        }
+        PyObject *frames = native_frames(ex, node, total);
+        if (frames != NULL && ex->traceback_by_node != NULL) {
+            PyObject *same = PyDict_SetDefault(ex->tracebacks, frames,
+                                               frames);
+            if (same == NULL) {
+                Py_DECREF(frames);
+                return NULL;
+            }
+            Py_SETREF(frames, Py_NewRef(same));
+            ex->traceback_by_node[node] = Py_NewRef(frames);
+        }
+        return frames;
+    }
     _PyTraceMalloc_Node parent;
     int lineno, kind;
     uint32_t depth;
@@ -1182,10 +1394,17 @@ frame_ids_slot(const frame_ids *t, PyObject *key)
     return i;
 }
 
+/* (str, int), or (str, int, str, str) for a C frame (native frames). */
 static int
 frame_is_valid(PyObject *frame)
 {
-    return PyTuple_CheckExact(frame) && PyTuple_GET_SIZE(frame) == 2
+    if (!PyTuple_CheckExact(frame)) {
+        return 0;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(frame);
+    return (n == 2 || (n == 4
+                       && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 2))
+                       && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 3))))
            && PyUnicode_CheckExact(PyTuple_GET_ITEM(frame, 0))
            && PyLong_CheckExact(PyTuple_GET_ITEM(frame, 1));
 }
@@ -1201,7 +1420,8 @@ number_frame(frame_ids *ids, PyObject *by_value, PyObject *frames,
     }
     if (!frame_is_valid(frame)) {
         PyErr_SetString(PyExc_TypeError, "cannot dump snapshot: frames "
-                        "must be (str, int) tuples");
+                        "must be (str, int) tuples (or (str, int, str, "
+                        "str) for C frames)");
         return -1;
     }
     /* Exact str and int: hashing and comparing run no Python code. */
@@ -1413,7 +1633,7 @@ _tracemalloc__get_object_traceback(PyObject *module, PyObject *obj)
    "int or None or str" keyword of our own. */
 PyDoc_STRVAR(tracemalloc_start__doc__,
 "start($module, nframe=1, /, *, sample=None, allocations=None,\n"
-"      native=None)\n"
+"      native=None, native_frames=None)\n"
 "--\n"
 "\n"
 "Start tracing memory allocations.\n"
@@ -1425,7 +1645,10 @@ PyDoc_STRVAR(tracemalloc_start__doc__,
 "since tracing started, freed or not (take_snapshot(allocated=True)).\n"
 "With native=True, the memory that code outside Python's allocator API\n"
 "allocates (malloc(), anonymous mmap()) is traced too, in domain\n"
-"NATIVE_DOMAIN.  Called while tracing, it leaves tracing as it is\n"
+"NATIVE_DOMAIN.  With native_frames=True, native traces also carry their\n"
+"C call stack, spliced into the Python traceback; native_frames='all'\n"
+"adds it to the traces of Python's own domains too.  Called while\n"
+"tracing, it leaves tracing as it is\n"
 "(sample and allocations must then be the running mode's, or None;\n"
 "native=True turns native tracing on).");
 
@@ -1480,7 +1703,7 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     PyObject *sample_obj = Py_None, *allocations_obj = Py_None;
-    PyObject *native_obj = Py_None;
+    PyObject *native_obj = Py_None, *frames_obj = Py_None;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
@@ -1496,6 +1719,11 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         else if (PyUnicode_Check(name)
                  && PyUnicode_CompareWithASCIIString(name, "native") == 0) {
             native_obj = args[nargs + i];
+        }
+        else if (PyUnicode_Check(name)
+                 && PyUnicode_CompareWithASCIIString(name,
+                                                     "native_frames") == 0) {
+            frames_obj = args[nargs + i];
         }
         else {
             PyErr_Format(PyExc_TypeError,
@@ -1525,6 +1753,40 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
         }
     }
+    int frames = -1;
+    if (frames_obj == Py_True) {
+        frames = _PyTraceMalloc_NATIVE_FRAMES_NATIVE;
+    }
+    else if (frames_obj == Py_False) {
+        frames = 0;
+    }
+    else if (PyUnicode_Check(frames_obj)) {
+        if (PyUnicode_CompareWithASCIIString(frames_obj, "all") != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "native_frames must be True, False, 'all' or None, "
+                         "not %R", frames_obj);
+            return NULL;
+        }
+        frames = _PyTraceMalloc_NATIVE_FRAMES_ALL;
+    }
+    else if (frames_obj != Py_None) {
+        PyErr_Format(PyExc_TypeError,
+                     "native_frames must be a bool, 'all' or None, "
+                     "not %.100s", Py_TYPE(frames_obj)->tp_name);
+        return NULL;
+    }
+    if (frames > 0 && native == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "native_frames needs native tracing: "
+                        "start(native=True, native_frames=...)");
+        return NULL;
+    }
+    if (frames > 0 && native != 1 && !_PyTraceMalloc_IsTracingNative()) {
+        PyErr_SetString(PyExc_ValueError,
+                        "native_frames needs native tracing: "
+                        "start(native=True, native_frames=...)");
+        return NULL;
+    }
     uint64_t sample;
     if (!sample_converter(sample_obj, &sample)) {
         return NULL;
@@ -1540,7 +1802,8 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                     allocations) < 0) {
         return NULL;
     }
-    if (native == 1 && _PyTraceMalloc_StartNative() < 0) {
+    if ((native == 1 && _PyTraceMalloc_StartNative() < 0)
+        || (frames >= 0 && _PyTraceMalloc_SetNativeFrames(frames) < 0)) {
         if (!was_tracing) {
             /* All or nothing: a start() that raises leaves tracing off. */
             _PyTraceMalloc_Stop();
@@ -2150,7 +2413,115 @@ tracemalloc_get_native_traced_memory(PyObject *module, PyObject *unused)
     return Py_BuildValue("nn", (Py_ssize_t)current, (Py_ssize_t)peak);
 }
 
+PyDoc_STRVAR(tracemalloc_is_tracing_native_frames__doc__,
+"is_tracing_native_frames($module, /)\n"
+"--\n"
+"\n"
+"False when traces carry no C stack; 'native' when native traces carry\n"
+"theirs (start(native=True, native_frames=True)); 'all' when every\n"
+"trace does (native_frames='all').");
+
+static PyObject *
+tracemalloc_is_tracing_native_frames(PyObject *module, PyObject *unused)
+{
+    switch (_PyTraceMalloc_GetNativeFrames()) {
+    case _PyTraceMalloc_NATIVE_FRAMES_NATIVE:
+        return PyUnicode_FromString("native");
+    case _PyTraceMalloc_NATIVE_FRAMES_ALL:
+        return PyUnicode_FromString("all");
+    default:
+        Py_RETURN_FALSE;
+    }
+}
+
+PyDoc_STRVAR(tracemalloc_native_stack__doc__,
+"_native_stack($module, domain, address, /)\n"
+"--\n"
+"\n"
+"The raw C stack of the trace of ADDRESS in DOMAIN: a list of (return\n"
+"address, nframes) pairs, innermost first, where nframes is the number\n"
+"of Python frames a call of the evaluation loop runs (-1 for the other\n"
+"C frames); None when there is no such trace.");
+
+static PyObject *
+tracemalloc_native_stack(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargs)
+{
+    if (!_PyArg_CheckPositional("_native_stack", nargs, 2, 2)) {
+        return NULL;
+    }
+    unsigned long domain = PyLong_AsUnsignedLong(args[0]);
+    if (domain == (unsigned long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    void *ptr = PyLong_AsVoidPtr(args[1]);
+    if (ptr == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_CCTView view;
+    if (!_PyTraceMalloc_GetTraceNode((unsigned int)domain, (uintptr_t)ptr,
+                                     &node, &view)) {
+        Py_RETURN_NONE;
+    }
+    _PyTraceMalloc_NativeEntry entries[EXPORT_NATIVE_MAX];
+    _PyTraceMalloc_Node py;
+    int n = _PyTraceMalloc_NodeNativeChain(&view, node, entries,
+                                           EXPORT_NATIVE_MAX, &py);
+    _PyTraceMalloc_CCTUnpin();
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list != NULL && i < n; i++) {
+        PyObject *item = Py_BuildValue("(NL)",
+                                       PyLong_FromVoidPtr((void *)entries[i].pc),
+                                       (long long)entries[i].nframes);
+        if (item == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(tracemalloc_native_symbol__doc__,
+"_native_symbol($module, address, /)\n"
+"--\n"
+"\n"
+"The C return address ADDRESS symbolised: (function, library, file,\n"
+"line, offset in the library); None for what is unknown.");
+
+static PyObject *
+tracemalloc_native_symbol(PyObject *module, PyObject *arg)
+{
+    void *pc = PyLong_AsVoidPtr(arg);
+    if (pc == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    const _PyTraceMalloc_NativeSymbol *sym =
+        _PyTraceMalloc_NativeSymbolize((uintptr_t)pc);
+    PyObject *items[3];
+    const char *texts[3] = {sym->function, sym->library, sym->file};
+    for (int i = 0; i < 3; i++) {
+        items[i] = texts[i] != NULL ? PyUnicode_DecodeFSDefault(texts[i])
+                                    : Py_NewRef(Py_None);
+        if (items[i] == NULL) {
+            while (--i >= 0) {
+                Py_DECREF(items[i]);
+            }
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NNNik)", items[0], items[1], items[2], sym->line,
+                         (unsigned long)sym->offset);
+}
+
 static PyMethodDef module_methods[] = {
+    {"is_tracing_native_frames", tracemalloc_is_tracing_native_frames,
+     METH_NOARGS, tracemalloc_is_tracing_native_frames__doc__},
+    {"_native_stack", _PyCFunction_CAST(tracemalloc_native_stack),
+     METH_FASTCALL, tracemalloc_native_stack__doc__},
+    {"_native_symbol", tracemalloc_native_symbol, METH_O,
+     tracemalloc_native_symbol__doc__},
     {"is_tracing_native", tracemalloc_is_tracing_native, METH_NOARGS,
      tracemalloc_is_tracing_native__doc__},
     {"get_native_traced_memory", tracemalloc_get_native_traced_memory,

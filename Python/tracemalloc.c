@@ -33,6 +33,7 @@
 #include "tracemalloc_dumpover.c"
 #include "tracemalloc_startup.c"
 #include "tracemalloc_native.c"
+#include "tracemalloc_nativeframes.c"
 
 /* ---- start / stop ------------------------------------------------------- */
 
@@ -103,7 +104,14 @@ _PyTraceMalloc_Start(int max_nframe)
     if (_PyTraceMalloc_StartSampled(max_nframe, startup_sample, 0, -1) < 0) {
         return -1;
     }
-    return startup_native ? _PyTraceMalloc_StartNative() : 0;
+    if (startup_native && _PyTraceMalloc_StartNative() < 0) {
+        return -1;
+    }
+    if (startup_native_frames
+        && _PyTraceMalloc_SetNativeFrames(startup_native_frames) < 0) {
+        return -1;
+    }
+    return 0;
 }
 
 /* Read the sampling options of CONFIG: 0 and the interval (0: none), or -1

@@ -38,6 +38,9 @@
  *                                    estimator
  *  Python/tracemalloc_native.c       native memory: the interposers of
  *                                    malloc() and mmap(), the native domain
+ *  Python/tracemalloc_nativeframes.c native frames: the C stack of a
+ *                                    trace, captured, interned, spliced
+ *                                    and symbolised
  *  Python/tracemalloc_base.h         the adapter: the interpreter's frame,
  *                                    code and thread-state fields, from
  *                                    tracemalloc_base311.h (one per base)
@@ -72,6 +75,8 @@ typedef struct cct_string {
     int kind;                   /* PyUnicode kind: 1, 2 or 4 */
     uint8_t marked;             /* named by a live node (compaction) */
     uint8_t is_label;           /* a label set, not a filename (labels) */
+    uint8_t is_native;          /* a native node's marker: 1 a C frame,
+                                   2 a segment (tracemalloc_nativeframes.c) */
     char data[];
 } cct_string;
 
@@ -443,6 +448,22 @@ static void sample_after_fork(void);
 
 /* tracemalloc_native.c: native tracing is on (the interposers' branch) */
 static int native_on;
+/* tracemalloc_nativeframes.c: a capture of the C stack, the return
+   addresses innermost first, without the engine's own frames; the mode
+   (0, or _PyTraceMalloc_NATIVE_FRAMES_*) and whether the Python domains'
+   traces carry their C stack too (nf_all, read by trace_add()). */
+#define NF_MAX 64
+typedef struct nf_stack {
+    int n;
+    uintptr_t pcs[NF_MAX];
+} nf_stack;
+static int nf_mode;
+static int nf_all;
+static void nf_capture(nf_stack *stack);
+static _PyTraceMalloc_Node nf_intern_stack(PyThreadState *tstate,
+                                           _PyTraceMalloc_Node node,
+                                           const nf_stack *stack);
+static void nf_after_fork(void);
 
 /* tracemalloc_compact.c */
 static inline void compact_if_due(void);

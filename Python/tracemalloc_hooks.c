@@ -160,9 +160,15 @@ _PyTraceMalloc_ForgetFresh(void)
    not get memory.  Inline: the hooks call it with GIL_HELD constant.
    BLOCK: PTR is a block the allocator just returned (see store_add()).
    RESIZED: PTR is a resized block (see fresh_block). */
+static int trace_add_frames(unsigned int domain, void *ptr, size_t size,
+                            int gil_held, int pooled, int block,
+                            int resized);
+
+/* STACK: the C stack to put under the Python position (native frames of
+   every trace, tracemalloc_nativeframes.c), or NULL. */
 static inline int
-trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
-          int pooled, int block, int resized)
+trace_add_ex(unsigned int domain, void *ptr, size_t size, int gil_held,
+             int pooled, int block, int resized, const nf_stack *stack)
 {
     PyThreadState *tstate;
     int side = engine_enter(gil_held, &tstate);
@@ -172,6 +178,9 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
     if (_PyTraceMalloc_TRACING()) {
         compact_if_due();
         _PyTraceMalloc_Node node = current_node(tstate);
+        if (stack != NULL && stack->n) {
+            node = nf_intern_stack(tstate, node, stack);
+        }
         if (node == UINT32_MAX) {
             res = -1;
         }
@@ -190,6 +199,18 @@ trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
     }
     engine_leave(side);
     return res;
+}
+
+static inline int
+trace_add(unsigned int domain, void *ptr, size_t size, int gil_held,
+          int pooled, int block, int resized)
+{
+    if (__builtin_expect(__atomic_load_n(&nf_all, __ATOMIC_RELAXED), 0)) {
+        return trace_add_frames(domain, ptr, size, gil_held, pooled, block,
+                                resized);
+    }
+    return trace_add_ex(domain, ptr, size, gil_held, pooled, block, resized,
+                        NULL);
 }
 
 /* The same, out of line, for the paths that are not hot. */

@@ -304,6 +304,7 @@ tm_atfork_child(void)
     generation_bump();
     /* Pre-fork workers must not sample alike (issue 29, item 1.5). */
     sample_after_fork();
+    nf_after_fork();
     /* membarrier registration is per process: register the child too. */
     atomic_store_explicit(&_PyTraceMalloc_asymmetric, 0,
                               memory_order_relaxed);

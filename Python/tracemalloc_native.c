@@ -51,6 +51,11 @@
 #  define NATIVE_EARLY
 #endif
 
+/* The traced paths and the interposers are in a section of their own, so
+   that a capture of native frames (tracemalloc_nativeframes.c) drops the
+   engine's frames at the top of the C stack. */
+#define NATIVE_TEXT __attribute__((section("tm_native_text")))
+
 /* ---- the functions forwarded to ----------------------------------------- */
 
 /* Before the first call resolves the table, each entry is a resolver.
@@ -327,6 +332,9 @@ static _Thread_local int native_depth _PyTraceMalloc_TLS_IE;
 /* Native tracing was asked for at startup (-X tracemalloc_native,
    PYTHONTRACEMALLOCNATIVE). */
 static int startup_native;
+/* ... with native frames (=frames: of native traces; =frames-all: of
+   every trace): the mode for _PyTraceMalloc_SetNativeFrames(). */
+static int startup_native_frames;
 
 /* Is an interposed call now none of the program's own (N3)?  This
    thread is inside an interposer already, or inside a traced Python
@@ -362,19 +370,42 @@ native_node(PyThreadState *tstate)
     return nomem ? UINT32_MAX : root;
 }
 
+
+
+/* The node of the calling thread's position, with the C stack captured
+   in STACK (none: STACK->n is 0) below its Python frames; UINT32_MAX
+   when the engine has no memory for it.  Inside the engine. */
+static _PyTraceMalloc_Node
+native_position(PyThreadState *tstate, nf_stack *stack)
+{
+    _PyTraceMalloc_Node node = native_node(tstate);
+    if (node != UINT32_MAX && stack->n) {
+        node = nf_intern_stack(tstate, node, stack);
+    }
+    return node;
+}
+
 /* Trace PTR (SIZE bytes) at NODE, or at the current position when NODE is
    UINT32_MAX.  A block that cannot be traced for want of engine memory
    stays untraced: a C library is not told of the tracer's failures
    (N4). */
-Py_NO_INLINE static void
+Py_NO_INLINE NATIVE_TEXT static void
 native_add(void *ptr, size_t size, _PyTraceMalloc_Node node)
 {
     native_depth++;
+    /* Native frames: the C stack is captured before the engine lock is
+       taken (NF1). */
+    nf_stack stack;
+    stack.n = 0;
+    if (node == UINT32_MAX
+        && __atomic_load_n(&nf_mode, __ATOMIC_RELAXED)) {
+        nf_capture(&stack);
+    }
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     if (native_on && _PyTraceMalloc_TRACING()) {
         if (node == UINT32_MAX) {
-            node = native_node(tstate);
+            node = native_position(tstate, &stack);
         }
         if (node != UINT32_MAX) {
             (void)store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
@@ -448,7 +479,7 @@ native_put_back(void *ptr, size_t size, _PyTraceMalloc_Node node,
 #define NATIVE_FORWARD(call) \
     (native_depth++, (call)); native_depth--
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_malloc(size_t size)
 {
     if (native_untraced()) {
@@ -461,7 +492,7 @@ native_malloc(size_t size)
     return ptr;
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_calloc(size_t nelem, size_t elsize)
 {
     if (native_untraced()) {
@@ -474,7 +505,7 @@ native_calloc(size_t nelem, size_t elsize)
     return ptr;
 }
 
-Py_NO_INLINE static void
+Py_NO_INLINE NATIVE_TEXT static void
 native_free(void *ptr)
 {
     if (ptr != NULL && !native_untraced()) {
@@ -486,7 +517,7 @@ native_free(void *ptr)
     native_next.free(ptr);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_realloc(void *ptr, size_t size)
 {
     if (native_untraced()) {
@@ -522,7 +553,7 @@ native_aligned_result(void *ptr, size_t size)
     return ptr;
 }
 
-Py_NO_INLINE static int
+Py_NO_INLINE NATIVE_TEXT static int
 native_posix_memalign(void **out, size_t align, size_t size)
 {
     if (native_untraced()) {
@@ -546,25 +577,25 @@ native_posix_memalign(void **out, size_t align, size_t size)
         return native_aligned_result(ptr_, (size)); \
     } while (0)
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_aligned_alloc(size_t align, size_t size)
 {
     NATIVE_ALIGNED(native_next.aligned_alloc(align, size), size);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_memalign(size_t align, size_t size)
 {
     NATIVE_ALIGNED(native_next.memalign(align, size), size);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_valloc(size_t size)
 {
     NATIVE_ALIGNED(native_next.valloc(size), size);
 }
 
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_pvalloc(size_t size)
 {
     NATIVE_ALIGNED(native_next.pvalloc(size), size);
@@ -764,10 +795,15 @@ native_pages(size_t len)
 /* A new mapping [PTR, PTR + LEN): indexed, and traced at the current
    position if TAKE (exact mode, or sampled).  Anything it overlaps in the
    index was unmapped unseen (a raw system call): gone. */
-static void
+Py_NO_INLINE NATIVE_TEXT static void
 native_map_add(void *ptr, size_t len, int take)
 {
     native_depth++;
+    nf_stack stack;
+    stack.n = 0;
+    if (take && __atomic_load_n(&nf_mode, __ATOMIC_RELAXED)) {
+        nf_capture(&stack);     /* before the lock (NF1) */
+    }
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     if (native_on && _PyTraceMalloc_TRACING()) {
@@ -775,7 +811,7 @@ native_map_add(void *ptr, size_t len, int take)
         (void)maps_cut(start, native_pages(len), NULL, 0);
         int traced = 0;
         if (take) {
-            _PyTraceMalloc_Node node = native_node(tstate);
+            _PyTraceMalloc_Node node = native_position(tstate, &stack);
             traced = node != UINT32_MAX
                      && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, start,
                                         len, node) == 0;
@@ -796,7 +832,7 @@ native_map_add(void *ptr, size_t len, int take)
    trace to this cut.  (munmap() fails only for arguments it refuses,
    checked here, or when cutting a mapping would exceed the kernel's
    count of mappings: the traces are then a little wrong, N4.) */
-static void
+NATIVE_TEXT static void
 native_unmap_range(void *addr, size_t len)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -817,7 +853,7 @@ native_unmap_range(void *addr, size_t len)
 /* Only anonymous mappings are traced: a file's mapping is the file's
    memory (the page cache), not an allocation; nor is a reservation of
    address space (PROT_NONE: no page of it can be touched). */
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (native_untraced()) {
@@ -835,7 +871,7 @@ native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
     return ptr;
 }
 
-Py_NO_INLINE static int
+Py_NO_INLINE NATIVE_TEXT static int
 native_munmap(void *addr, size_t len)
 {
     if (native_untraced()) {
@@ -856,7 +892,7 @@ native_munmap(void *addr, size_t len)
    started, or a file's, stays unseen.  The old traces go before the call
    (once the pages moved, another thread may map the old addresses) and
    come back if it fails. */
-Py_NO_INLINE static void *
+Py_NO_INLINE NATIVE_TEXT static void *
 native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
     va_list ap;
@@ -899,6 +935,11 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
     int take = ptr != MAP_FAILED
                && (!sample_interval() || sample_take(new_size));
     native_depth++;
+    nf_stack stack;
+    stack.n = 0;
+    if (take && __atomic_load_n(&nf_mode, __ATOMIC_RELAXED)) {
+        nf_capture(&stack);     /* before the lock (NF1) */
+    }
     side = engine_enter(0, &tstate);
     if (ptr == MAP_FAILED) {
         /* Nothing moved: the traces go back, as the same memory. */
@@ -919,7 +960,7 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
         (void)maps_cut((uintptr_t)ptr, native_pages(new_size), NULL, 0);
         int traced = 0;
         if (take) {
-            _PyTraceMalloc_Node node = native_node(tstate);
+            _PyTraceMalloc_Node node = native_position(tstate, &stack);
             traced = node != UINT32_MAX
                      && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
                                         (uintptr_t)ptr, new_size, node) == 0;
@@ -1000,8 +1041,8 @@ native_switch(int on)
    _FILE_OFFSET_BITS=64), and the C names must not be the builtins' the
    compiler knows. */
 #define NATIVE_ENTRY(ret, cname, symbol, params) \
-    NATIVE_EXPORT NATIVE_EARLY ret cname params __asm__(symbol); \
-    NATIVE_EXPORT NATIVE_EARLY ret cname params
+    NATIVE_EXPORT NATIVE_EARLY NATIVE_TEXT ret cname params __asm__(symbol); \
+    NATIVE_EXPORT NATIVE_EARLY NATIVE_TEXT ret cname params
 
 NATIVE_ENTRY(void *, native_entry_malloc, "malloc", (size_t size))
 {
@@ -1144,6 +1185,8 @@ _PyTraceMalloc_StopNative(void)
     native_on = 0;
     /* munmap() goes unseen from now on: the index would go stale. */
     native_maps_clear();
+    __atomic_store_n(&nf_mode, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&nf_all, 0, __ATOMIC_RELAXED);
     engine_leave(side);
 }
 
@@ -1176,7 +1219,9 @@ _PyTraceMalloc_NativeBootBlocks(void)
 
 /* -X tracemalloc_native, PYTHONTRACEMALLOCNATIVE: read with the sampling
    option (_PyTraceMalloc_ReadSampleOption()).  The option alone, or the
-   variable set to 1, asks for it; 0 and an empty variable do not. */
+   variable set to 1, asks for it; 0 and an empty variable do not;
+   "frames" asks for native frames too, "frames-all" for native frames of
+   every trace. */
 static int
 native_read_option(const PyConfig *config, const char **error)
 {
@@ -1184,6 +1229,7 @@ native_read_option(const PyConfig *config, const char **error)
     char buffer[16];
     const char *option;
     startup_native = 0;
+    startup_native_frames = 0;
     const char *text = startup_option(
         config, L"tracemalloc_native", "-X tracemalloc_native",
         "PYTHONTRACEMALLOCNATIVE", buffer, sizeof(buffer), &option);
@@ -1197,7 +1243,15 @@ native_read_option(const PyConfig *config, const char **error)
     if (strcmp(text, "0") == 0) {
         return 0;
     }
-    PyOS_snprintf(message, sizeof(message), "%s=%.20s: expected 1 or 0",
+    if (strcmp(text, "frames") == 0 || strcmp(text, "frames-all") == 0) {
+        startup_native = 1;
+        startup_native_frames = text[6] == 0
+            ? _PyTraceMalloc_NATIVE_FRAMES_NATIVE
+            : _PyTraceMalloc_NATIVE_FRAMES_ALL;
+        return 0;
+    }
+    PyOS_snprintf(message, sizeof(message),
+                  "%s=%.20s: expected 1, 0, frames or frames-all",
                   option, text);
     *error = message;
     return -1;

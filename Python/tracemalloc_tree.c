@@ -152,6 +152,7 @@ string_intern_ex(PyObject *filename, int is_label, int *nomem)
     s->kind = kind;
     s->marked = 0;
     s->is_label = (uint8_t)is_label;
+    s->is_native = 0;
     memcpy(s->data, data, nbytes);
     s->next = tm.tree.storage.strings;
     tm.tree.storage.strings = s;
@@ -265,6 +266,12 @@ node_intern(_PyTraceMalloc_Node parent, const cct_string *filename,
         /* A label node counts no frame, and is its own label (I13). */
         n->depth = parent ? node_at(parent)->depth : 0;
         n->label = id;
+    }
+    else if (filename != NULL && filename->is_native) {
+        /* A native node counts no frame, and has its parent's label
+           (NF2). */
+        n->depth = parent ? node_at(parent)->depth : 0;
+        n->label = parent ? node_at(parent)->label : 0;
     }
     else {
         n->depth = parent ? node_at(parent)->depth + 1
@@ -422,6 +429,15 @@ _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
         return 0;
     }
     const cct_node *n = node_in((cct_node *const *)view->chunks, node);
+    /* A native trace's C frames show no Python frame: its traceback is
+       its Python position's (NF2). */
+    while (n->filename != NULL && n->filename->is_native) {
+        node = n->parent;
+        if (node == 0) {
+            return 0;
+        }
+        n = node_in((cct_node *const *)view->chunks, node);
+    }
     if (n->depth == 0) {
         return 0;       /* a thread's root: the empty traceback */
     }

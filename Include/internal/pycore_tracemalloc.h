@@ -512,6 +512,42 @@ extern int _PyTraceMalloc_NodeInfo(const _PyTraceMalloc_CCTView *view,
                                    int *lineno, uint32_t *depth,
                                    const void **filename, int *kind,
                                    Py_ssize_t *length);
+/* Native frames (Python/tracemalloc_nativeframes.c).  The mode:
+   0 off, NATIVE (native traces carry their C stack) or ALL (the Python
+   domains' traces too).  Set: 0, or -1 with an exception (native tracing
+   off, libunwind missing). */
+#define _PyTraceMalloc_NATIVE_FRAMES_NATIVE 1
+#define _PyTraceMalloc_NATIVE_FRAMES_ALL 2
+extern int _PyTraceMalloc_SetNativeFrames(int mode);
+extern int _PyTraceMalloc_GetNativeFrames(void);
+/* A C frame of a trace's stack: its return address, and for a call of
+   the evaluation loop the number of Python frames it runs (-1 for the
+   other C frames). */
+typedef struct {
+    uintptr_t pc;
+    int64_t nframes;
+} _PyTraceMalloc_NativeEntry;
+/* Does NODE carry C frames? */
+extern int _PyTraceMalloc_NodeIsNative(const _PyTraceMalloc_CCTView *view,
+                                       _PyTraceMalloc_Node node);
+/* NODE's C frames, innermost first (at most MAX), and in *PYTHON the
+   node of its Python position. */
+extern int _PyTraceMalloc_NodeNativeChain(
+    const _PyTraceMalloc_CCTView *view, _PyTraceMalloc_Node node,
+    _PyTraceMalloc_NativeEntry *entries, int max,
+    _PyTraceMalloc_Node *python);
+/* A return address symbolised (at snapshot time; cached for the process's
+   life): any field may be NULL (line 0) when unknown.  OFFSET is the
+   call's offset in LIBRARY. */
+typedef struct {
+    const char *function;
+    const char *library;
+    const char *file;
+    int line;
+    uintptr_t offset;
+} _PyTraceMalloc_NativeSymbol;
+extern const _PyTraceMalloc_NativeSymbol *_PyTraceMalloc_NativeSymbolize(
+    uintptr_t pc);
 /* What was live at the peak of traced memory, by (domain, node): SIZE
    bytes in COUNT blocks.  Copied into a malloc()ed array, with VIEW
    pinned, in one locked section.  Sampling mode (VIEW's sample): SIZE is

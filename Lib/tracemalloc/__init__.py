@@ -50,6 +50,7 @@ from _tracemalloc import (  # noqa: F401
     is_tracing,
     is_tracing_allocations,
     is_tracing_native,
+    is_tracing_native_frames,
     reset_peak,
     start,
     stop,
@@ -240,13 +241,21 @@ def _compare_grouped_stats(old_group, new_group):
 
 @total_ordering
 class Frame:
-    """One frame of a traceback: a filename and a line number."""
+    """One frame of a traceback: a filename and a line number.
+
+    With native frames (start(native=True, native_frames=True)), a
+    traceback also holds C frames: their filename and lineno are the C
+    source file and line when the debug information has them (else the
+    shared object's path and 0), function and library name the C function
+    and its shared object, and is_native is true.
+    """
 
     __slots__ = ('_frame',)
 
     def __init__(self, frame):
-        # *frame* is a raw (filename, lineno) tuple, kept as is: comparing
-        # and hashing frames is then comparing and hashing that tuple.
+        # *frame* is a raw (filename, lineno) tuple, or (filename, lineno,
+        # function, library) for a C frame, kept as is: comparing and
+        # hashing frames is then comparing and hashing that tuple.
         self._frame = frame
 
     @property
@@ -256,6 +265,23 @@ class Frame:
     @property
     def lineno(self):
         return self._frame[1]
+
+    @property
+    def is_native(self):
+        """True for a C frame (native frames)."""
+        return len(self._frame) > 2
+
+    @property
+    def function(self):
+        """The C function of a C frame ('??' if unknown); None for a
+        Python frame."""
+        return self._frame[2] if len(self._frame) > 2 else None
+
+    @property
+    def library(self):
+        """The shared object (or executable) of a C frame; None for a
+        Python frame."""
+        return self._frame[3] if len(self._frame) > 2 else None
 
     def __eq__(self, other):
         if not isinstance(other, Frame):
@@ -271,9 +297,15 @@ class Frame:
         return hash(self._frame)
 
     def __str__(self):
+        if len(self._frame) > 2:
+            return f"{self.filename}:{self.lineno} ({self.function})"
         return f"{self.filename}:{self.lineno}"
 
     def __repr__(self):
+        if len(self._frame) > 2:
+            return (f"<Frame filename={self.filename!r} "
+                    f"lineno={self.lineno!r} function={self.function!r} "
+                    f"library={self.library!r}>")
         return f"<Frame filename={self.filename!r} lineno={self.lineno!r}>"
 
 
@@ -346,8 +378,16 @@ class Traceback(Sequence):
             frames = reversed(frames)
 
         lines = []
-        for filename, lineno in frames:
-            lines.append(f'  File "{filename}", line {lineno}')
+        for frame in frames:
+            filename, lineno = frame[0], frame[1]
+            if len(frame) > 2:
+                # A C frame (native frames): its function and library.
+                lines.append(f'  File "{filename}", line {lineno}, '
+                             f'in {frame[2]} [{os.path.basename(frame[3])}]')
+                if not lineno:
+                    continue
+            else:
+                lines.append(f'  File "{filename}", line {lineno}')
             source = linecache.getline(filename, lineno).strip()
             if source:
                 lines.append(f'    {source}')
@@ -761,11 +801,15 @@ class Filter(BaseFilter):
     def _match_traceback(self, traceback):
         # *traceback* is a raw frames tuple, most recent frame first.
         if self.all_frames:
-            described = any(self._match_frame_impl(filename, lineno)
-                            for filename, lineno in traceback)
+            described = any(self._match_frame_impl(frame[0], frame[1])
+                            for frame in traceback)
             return described ^ (not self.inclusive)
-        filename, lineno = traceback[0]
-        return self._match_frame(filename, lineno)
+        frame = traceback[0]
+        if len(frame) > 2:
+            # Native frames: the most recent Python frame decides, as for
+            # statistics('lineno').
+            frame = (_first_python_frame(traceback) or traceback)[0]
+        return self._match_frame(frame[0], frame[1])
 
     def _match(self, trace):
         # A trace may have the allocating thread as a fifth item.
@@ -821,6 +865,19 @@ def _sum_by_key(rows):
             total[0] += size
             total[1] += count
     return totals
+
+
+def _first_python_frame(frames):
+    """The most recent frame of *frames* as a 1-tuple: its most recent
+    Python frame when it has C frames (native frames), so that grouping by
+    line or file gives the same Python lines with native frames as
+    without; its most recent C frame when it has no Python frame."""
+    if not frames or len(frames[0]) == 2:
+        return frames[:1]
+    for frame in frames:
+        if len(frame) == 2:
+            return (frame,)
+    return frames[:1]
 
 
 def _statistics(totals, frames_of):
@@ -1075,7 +1132,7 @@ class Snapshot:
                     return [(frame,) for frame in frames]
             else:
                 def keys_of(frames):
-                    return (frames[:1],)
+                    return (_first_python_frame(frames),)
         else:
             # Grouping by file: the key is a single frame with line 0.
             if cumulative:
@@ -1085,7 +1142,8 @@ class Snapshot:
                 def keys_of(frames):
                     # An empty traceback (a made-up or loaded snapshot)
                     # groups as by line: upstream raised IndexError.
-                    return (((frames[0][0], 0),) if frames else (),)
+                    first = _first_python_frame(frames)
+                    return (((first[0][0], 0),) if first else (),)
 
         # Merge per-object totals into per-key totals.  In cumulative mode
         # a frame appearing twice in one traceback (recursion) counts twice,

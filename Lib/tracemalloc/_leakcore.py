@@ -238,10 +238,12 @@ def strip_tool_frames(traceback, directories=()):
     own = package_files()
     runners = runner_files()
     directories = frozenset(directories)
-    frames = [(frame.filename, frame.lineno) for frame in traceback]
-    frames.reverse()                            # most recent first
+    # Raw frames (C frames of native frames included), most recent first.
+    frames = [frame._frame for frame in traceback]
+    frames.reverse()
     end = len(frames)
-    for index, (filename, lineno) in enumerate(frames):
+    for index, frame in enumerate(frames):
+        filename = frame[0]
         if (filename in own or filename in runners
                 or (directories
                     and os.path.dirname(filename) in directories)):
@@ -460,8 +462,16 @@ def _domain_zero(key):
 
 
 def _site_of(frames):
-    """(filename, lineno) of the most recent frame; ('<unknown>', 0)."""
-    return frames[0] if frames else ('<unknown>', 0)
+    """(filename, lineno) of the most recent Python frame (a native leak
+    with native frames has C frames before it); ('<unknown>', 0)."""
+    if not frames:
+        return ('<unknown>', 0)
+    if len(frames[0]) == 2:
+        return frames[0]
+    for frame in frames:
+        if len(frame) == 2:
+            return frame
+    return frames[0][:2]
 
 
 def _not_given_back(sizes, counts, leaking):

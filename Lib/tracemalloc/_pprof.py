@@ -208,8 +208,16 @@ class _Profile:
         encoded_id = self._locations.get(frame)
         if encoded_id is not None:
             return encoded_id
+        function = None
         try:
-            filename, lineno = frame
+            if isinstance(frame, tuple) and len(frame) == 4:
+                # A C frame (native frames): its function and library.
+                filename, lineno, function, library = frame
+                if (not isinstance(function, str)
+                        or not isinstance(library, str)):
+                    filename = lineno = None
+            else:
+                filename, lineno = frame
         except (TypeError, ValueError):
             filename = lineno = None
         if (not isinstance(filename, str) or isinstance(lineno, bool)
@@ -222,14 +230,20 @@ class _Profile:
         # One function per location (see the module's docstring): its id
         # is the location's.
         function_id = location_id
-        if frame in (LIMIT_FRAME, UNKNOWN_FRAME):
-            name = filename
+        if function is not None:
+            # pprof shows a C frame by its function's name, and its
+            # library as the system name.
+            name = function
+            system_name = library
+        elif frame in (LIMIT_FRAME, UNKNOWN_FRAME):
+            name = system_name = filename
         else:
             name = f"{os.path.basename(filename) or filename}:{lineno}"
+            system_name = filename
         self._encoded_functions.append(
             _int_field(_FUNCTION_ID, function_id)
             + _int_field(_FUNCTION_NAME, self.string(name))
-            + _int_field(_FUNCTION_SYSTEM_NAME, self.string(filename))
+            + _int_field(_FUNCTION_SYSTEM_NAME, self.string(system_name))
             + _int_field(_FUNCTION_FILENAME, self.string(filename))
             + _int_field(_FUNCTION_START_LINE, lineno))
         line = (_int_field(_LINE_FUNCTION_ID, function_id)

@@ -20,6 +20,12 @@ Version 2, written by dump():
           "threads": [int, ...] or null,       one per call context, for
                                                 snapshots taken with
                                                 threads=True
+          "native_frames": [int, ...]          optional: the C frames
+                                                (native frames), flat
+                                                (frame index, function,
+                                                library) triples, the
+                                                last two indexes into
+                                                filenames
           "labels": [str or null, ...]         optional: one per call
                                                 context, its label set
                                                 (tracemalloc.label(): the
@@ -298,10 +304,19 @@ def _encode_v2(snapshot, columns):
     distinct, tracebacks_text = _frame_table(frames_list)
     filename_index = {}
     flat_frames = []
-    for filename, lineno in distinct:
-        flat_frames.append(filename_index.setdefault(filename,
+    native = []
+    for number, frame in enumerate(distinct):
+        flat_frames.append(filename_index.setdefault(frame[0],
                                                      len(filename_index)))
-        flat_frames.append(lineno)
+        flat_frames.append(frame[1])
+        if len(frame) > 2:
+            # A C frame (native frames): its function and library, as
+            # indexes into the same string table.
+            native.append(number)
+            native.append(filename_index.setdefault(frame[2],
+                                                    len(filename_index)))
+            native.append(filename_index.setdefault(frame[3],
+                                                    len(filename_index)))
     total_nframe = list(columns.total_nframe)
     threads = None if columns.threads is None else list(columns.threads)
     try:
@@ -333,6 +348,8 @@ def _encode_v2(snapshot, columns):
         domains = _little_endian(columns.domains, 'I')
     if columns.weights is not None:
         document["weights"] = [float(weight) for weight in columns.weights]
+    if native:
+        document["native_frames"] = native
     if getattr(columns, 'labels', None) is not None:
         labels = list(columns.labels)
         try:
@@ -610,7 +627,8 @@ def _decode_document_v2(document, columns_data):
     traceback_limit, attributes), traces a _Traces over _Columns."""
     expected_keys = {"traceback_limit", "filenames", "frames", "tracebacks",
                      "total_nframe", "threads", "count", "attributes"}
-    optional_keys = {"domains", "size_bytes", "weights", "labels"}
+    optional_keys = {"domains", "size_bytes", "weights", "labels",
+                     "native_frames"}
     if (type(document) is not dict or not expected_keys <= set(document)
             or set(document) - expected_keys - optional_keys):
         raise _SnapshotError("unexpected document layout")
@@ -633,6 +651,20 @@ def _decode_document_v2(document, columns_data):
 
     frames_table = list(_frame_pairs("frames", document["frames"],
                                      filenames))
+    native = document.get("native_frames")
+    if native is not None:
+        _check_column("native_frames", native, {int})
+        if len(native) % 3:
+            raise _SnapshotError("native_frames length is not a multiple "
+                                 "of 3")
+        _check_indexes("frame", native[0::3], len(frames_table))
+        _check_indexes("filename", native[1::3], len(filenames))
+        _check_indexes("filename", native[2::3], len(filenames))
+        for number, function, library in zip(native[0::3], native[1::3],
+                                             native[2::3]):
+            filename, lineno = frames_table[number][:2]
+            frames_table[number] = (filename, lineno, filenames[function],
+                                    filenames[library])
 
     tracebacks = document["tracebacks"]
     if type(tracebacks) is not list:

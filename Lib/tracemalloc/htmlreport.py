@@ -28,6 +28,7 @@ import gc
 import html
 import json
 import linecache
+import os
 import re
 
 __all__ = ['write_html']
@@ -77,7 +78,10 @@ def _traceback_totals(snapshot):
         limit = None
     totals = []
     for stat in snapshot.statistics('traceback'):
-        frames = tuple([(frame.filename, frame.lineno)
+        # Raw frames: a C frame (native frames) keeps its function and
+        # library.
+        frames = tuple([frame._frame if hasattr(frame, "_frame")
+                        else (frame.filename, frame.lineno)
                         for frame in stat.traceback])
         if not frames:
             frames = (_UNKNOWN_FRAME,)
@@ -173,8 +177,12 @@ class _Emitter:
     def frame(self, frame):
         index = self.frame_index.get(frame)
         if index is None:
-            filename, lineno = frame
+            filename, lineno = frame[0], frame[1]
             source = linecache.getline(filename, lineno).strip()
+            if len(frame) > 2:
+                # A C frame: its function and library, then its source.
+                where = f"{frame[2]}() [{os.path.basename(frame[3])}]"
+                source = f"{where} {source}" if source else where
             if len(source) > _MAX_SOURCE_LINE:
                 source = source[:_MAX_SOURCE_LINE - 3] + '...'
             index = self.frame_index[frame] = len(self.frames)

@@ -7,7 +7,7 @@ packages=(
     build-essential pkg-config autoconf patch xz-utils curl ca-certificates
     libffi-dev libssl-dev zlib1g-dev libbz2-dev liblzma-dev libsqlite3-dev
     libreadline-dev uuid-dev libgdbm-dev libgdbm-compat-dev libncurses-dev
-    libexpat1-dev
+    libexpat1-dev libunwind-dev libdw-dev
 )
 if ! command -v dpkg-query >/dev/null; then
     echo "deps: not a Debian-like system; make sure the equivalents of: ${packages[*]} are installed" >&2

@@ -68,6 +68,7 @@ OURS = [
     "test.test_tracemalloc_parity",  # skips without the base's pristine
     "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
     "test.test_tracemalloc_native",  # issue 32: native memory
+    "test.test_tracemalloc_nativeframes",  # issue 32 item 4: C frames
 ]
 
 # `make test-real-suites` (--only real-suites): the pytest plugin on slices
