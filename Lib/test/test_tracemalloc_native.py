@@ -951,6 +951,73 @@ class NumpyTest(unittest.TestCase):
         self.assertEqual(lines[1:3], ["True", "True"], out)
 
 
+def find_lxml_site():
+    """Debian's lxml (python3-lxml) for this base's tag (3.11 only, in
+    practice): a directory holding only it, so that the rest of the
+    system's packages stay off the path."""
+    import glob
+    tag = sys.implementation.cache_tag
+    site = "/usr/lib/python3/dist-packages"
+    if not glob.glob(os.path.join(site, "lxml", f"etree.{tag}-*.so")):
+        return None
+    return site
+
+
+LXML_SITE = find_lxml_site()
+
+
+@unittest.skipIf(LXML_SITE is None,
+                 "no Debian lxml built for this base (python3-lxml is built "
+                 "for the system's CPython 3.11)")
+class LxmlTest(unittest.TestCase):
+    """lxml's trees are libxml2's: malloc()ed by the C library under
+    lxml, never seen by Python's allocators.  Traced at the line that
+    parsed them, freed with the tree; with native frames, the C frames
+    name libxml2's functions."""
+
+    def test_trees_traced_at_parse_line(self):
+        out = run(f"""
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(
+                "lxml", os.path.join({LXML_SITE!r}, "lxml", "__init__.py"),
+                submodule_search_locations=[
+                    os.path.join({LXML_SITE!r}, "lxml")])
+            lxml = importlib.util.module_from_spec(spec)
+            sys.modules["lxml"] = lxml
+            spec.loader.exec_module(lxml)
+            from lxml import etree
+            doc = "<r>" + "".join(f"<i n='{{i}}'>t{{i}}</i>"
+                                  for i in range(20000)) + "</r>"
+            tracemalloc.start(5, native=True, native_frames=True)
+            n0 = tracemalloc.get_native_traced_memory()[0]
+            def parse():
+                return etree.fromstring(doc)
+            line = here() - 1
+            kept = [parse() for _ in range(3)]
+            snap = tracemalloc.take_snapshot().filter_traces(NATIVE_ONLY)
+            lines = native_lines(snap)
+            size = lines.get(line, (0, 0))[0]
+            # 3 trees of 20000 elements: libxml2's nodes, names, text
+            print(size > 3 * 20000 * 100, size)
+            # frames from the oldest to the most recent: the most recent
+            # Python frame is the parsing line, the C frames after it
+            top = snap.statistics("traceback")[0]
+            frames = list(top.traceback)
+            py = [k for k, f in enumerate(frames)
+                  if not getattr(f, "is_native", 0)]
+            c = [f for f in frames[py[-1] + 1:] if getattr(f, "is_native", 0)]
+            print(frames[py[-1]].lineno == line, frames[py[-1]].lineno, line)
+            print(any("libxml2" in (f.library or "") for f in c),
+                  sorted({{f.library for f in c}}))
+            del kept
+            gc.collect()
+            n2 = tracemalloc.get_native_traced_memory()[0]
+            print(n2 - n0 < 200000, n2 - n0)
+        """)
+        self.assertEqual([x.split()[0] for x in out.strip().split("\n")],
+                         ["True"] * 4, out)
+
+
 PRELOADS = {
     "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
     "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
