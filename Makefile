@@ -71,7 +71,7 @@ help:
 	@echo "make test-real-suites the pytest plugin on real projects' suites (Debian sources)"
 	@echo "make abi-check       extensions built for stock 3.13.15 loaded and tested in the fork, traced"
 	@echo "make bench-pytest-leakcheck  wall-time factor of pytest --tracemalloc-leaks"
-	@echo "make bench-instructions | bench-longrun | bench-snapshots | bench-retention | bench-allocations   one benchmark suite"
+	@echo "make bench-instructions | bench-longrun | bench-snapshots | bench-retention | bench-allocations | bench-native   one benchmark suite"
 	@echo "make sanitizer-test  ASan+UBSan build (build/BASE/asan), engine tests and a traced suite slice"
 	@echo "make tsan            ThreadSanitizer build (build/BASE/tsan), thread tests and stress under it"
 	@echo "make clang-test      clang build (build/BASE/clang), the engine's tests under it"

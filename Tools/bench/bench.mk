@@ -21,6 +21,9 @@
 #   bench-retention retention paths' search at 10^5 and 10^6 live objects
 #   bench-allocations  allocation profiles and labels beside plain tracing (issue 33):
 #                   callgrind instructions and engine memory
+#   bench-native    native tracing (issue 32) off, exact, sampled, with and
+#                   without native frames: callgrind instructions on
+#                   native-heavy workloads, engine bytes per native trace
 #   bench-results   regenerate RESULTS.md and the README summary from the
 #                   latest saved run (Tools/bench/results/latest-full.json)
 #
@@ -95,9 +98,9 @@ BENCH_FORK_DEPS ?= $(if $(BENCH_STANDALONE),,build)
 
 .PHONY: bench bench-quick bench-pristine bench-results bench-pristine-path \
 	bench-instructions bench-longrun bench-snapshots bench-retention \
-	bench-allocations
+	bench-allocations bench-native
 
-BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots,retention,allocations
+BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots,retention,allocations,native
 
 bench-pristine: $(PRISTINE_STAMP)
 	@echo "PRISTINE_PYTHON = $(PRISTINE_PYTHON)"
@@ -152,7 +155,7 @@ bench-quick: $(BENCH_FORK_DEPS) bench-pristine
 
 # One suite alone (full size; add BENCH_ARGS=--quick for the short one).
 # They save results/latest-custom.json (or -quick) and leave RESULTS.md alone.
-bench-instructions bench-longrun bench-snapshots bench-retention bench-allocations: bench-%: $(BENCH_FORK_DEPS) bench-pristine
+bench-instructions bench-longrun bench-snapshots bench-retention bench-allocations bench-native: bench-%: $(BENCH_FORK_DEPS) bench-pristine
 	$(BENCH_CHECK_FORK)
 	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
 	    --suites $* $(BENCH_ARGS)

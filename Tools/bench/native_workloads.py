@@ -8,11 +8,16 @@ collection on only inside ``exec()`` and a dump after each, so that a
 dump holds one workload and nothing else (the modules are imported
 before).  Configurations: pristine untraced; the fork untraced; the fork
 tracing the Python domains only (exact, N=1); the fork tracing native
-memory too (exact); the same two sampled at 512 KiB.  Reported: each
+memory too (exact); the same two sampled at 512 KiB; native tracing
+with native frames (the C stack of each native block, issue 32 item 4),
+exact and sampled.  Reported: each
 workload's instructions, and each configuration's ratio to pristine
 untraced (geometric mean over the workloads).
 
     python3 Tools/bench/native_workloads.py --pristine P --fork F [--json OUT]
+
+Also the ``native`` suite of ``Tools/bench/run.py`` (``make bench``), which
+adds the engine's bytes per native trace with and without native frames.
 """
 
 import argparse
@@ -66,7 +71,15 @@ CONFIGS = [
     ("fork sampled native", "fork", ["-X", "tracemalloc=1",
                                      "-X", "tracemalloc_sample=512KiB",
                                      "-X", "tracemalloc_native"]),
+    ("fork N=1 native frames", "fork", ["-X", "tracemalloc=1",
+                                        "-X", "tracemalloc_native=frames"]),
+    ("fork sampled native frames", "fork", [
+        "-X", "tracemalloc=1", "-X", "tracemalloc_sample=512KiB",
+        "-X", "tracemalloc_native=frames"]),
 ]
+
+# bench-quick's subset
+QUICK_WORKLOADS = ["sqlite_grow", "c_malloc_loop"]
 
 CHILD = r"""
 import bz2, ctypes, json, sqlite3, sys, zlib
@@ -121,6 +134,127 @@ def measure(python, args, names, valgrind):
         return dict(zip(names, totals[-len(names):]))
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
+
+
+BYTES_CHILD = r"""
+import ctypes, sys, tracemalloc
+frames = sys.argv[1] == "1"
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+if frames:
+    tracemalloc.start(1, native=True, native_frames=True)
+else:
+    tracemalloc.start(1, native=True)
+def grow(n):
+    return [libc.malloc(64) for _ in range(n)]
+kept = grow(1000)
+m0 = tracemalloc.get_tracemalloc_memory()
+n0 = tracemalloc.get_native_traced_memory()[0] // 64
+kept += grow(200000)
+m1 = tracemalloc.get_tracemalloc_memory()
+n1 = tracemalloc.get_native_traced_memory()[0] // 64
+print(n1 - n0, m1 - m0)
+"""
+
+
+def bytes_per_trace(fork, timeout):
+    """Engine bytes per native trace, without and with native frames:
+    what 200,000 more live 64-byte blocks malloc()ed by C code (ctypes)
+    add to the engine's memory (get_tracemalloc_memory()), per block.  One
+    call path: the C stack's nodes are shared (interned), so this is the
+    trace store's cost; each distinct C path adds nodes once."""
+    out = {}
+    for frames in (0, 1):
+        proc = subprocess.run([fork, "-s", "-c", BYTES_CHILD, str(frames)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-2000:])
+        n, used = map(int, proc.stdout.split())
+        out["frames" if frames else "plain"] = {"traces": n, "bytes": used}
+    return out
+
+
+def run_bench_suite(pythons, quick, timeout, progress):
+    """The suite of ``run.py --suites native`` (``make bench``)."""
+    names = QUICK_WORKLOADS if quick else list(WORKLOADS)
+    errors = []
+    results = {}
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        errors.append("valgrind not found: no instruction counts")
+    else:
+        for label, side, xargs in CONFIGS:
+            progress.line(f"native: {label}")
+            try:
+                results[label] = measure(pythons[side], xargs, names,
+                                         valgrind)
+            except (RuntimeError, subprocess.SubprocessError) as e:
+                errors.append(f"{label}: {str(e)[-300:]}")
+    try:
+        progress.line("native: engine bytes per native trace")
+        per_trace = bytes_per_trace(pythons["fork"], timeout)
+    except (RuntimeError, subprocess.SubprocessError, ValueError) as e:
+        per_trace = {}
+        errors.append(f"bytes per native trace: {str(e)[-300:]}")
+    return {"quick": quick, "workloads": names,
+            "descriptions": {n: WORKLOADS[n][0] for n in names},
+            "configs": [c[0] for c in CONFIGS], "results": results,
+            "bytes_per_trace": per_trace, "errors": errors}
+
+
+def ratio_rows(data):
+    names = data["workloads"]
+    results = data["results"]
+    header = (["instructions / pristine off"] + names + ["geomean"])
+    rows = []
+    ref = results.get("pristine off")
+    if not ref:
+        return header, rows
+    for label in data["configs"]:
+        if label not in results:
+            continue
+        ratios = [results[label][n] / ref[n] for n in names]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        rows.append([label] + [f"{r:.3f}" for r in ratios] + [f"{geo:.3f}"])
+    return header, rows
+
+
+def markdown(data):
+    """The suite's section of RESULTS.md (without its title)."""
+    lines = ["Native memory (issue 32): callgrind instructions of native-heavy "
+             "workloads, each configuration's ratio to pristine untraced, in "
+             "one run; N=1, sampling at 512 KiB; *native frames* adds the C "
+             "stack of every native block (libunwind at allocation, "
+             "symbolised at snapshot time).  Workloads: "
+             + "; ".join(f"`{n}`: {d}" for n, d in
+                         data["descriptions"].items()) + ".", ""]
+    header, rows = ratio_rows(data)
+    if rows:
+        lines += ["| " + " | ".join(header) + " |",
+                  "| --- |" + " ---: |" * (len(header) - 1)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines.append("")
+    bpt = data.get("bytes_per_trace") or {}
+    if bpt:
+        parts = []
+        for key, what in (("plain", "native tracing"),
+                          ("frames", "with native frames")):
+            if key in bpt and bpt[key]["traces"]:
+                b = bpt[key]
+                parts.append(f"{what}: {b['bytes'] / b['traces']:.1f} bytes "
+                             f"per native trace ({b['traces']:,} traces, "
+                             f"{b['bytes']:,} bytes)")
+        lines += ["Engine memory per live native block (200,000 more "
+                  "64-byte blocks malloc()ed from one call path; the C "
+                  "stack's nodes are interned, so a new distinct path adds "
+                  "its nodes once; the trace table's 24-byte entries take "
+                  "32 to 64 bytes each as it doubles): " + "; ".join(parts)
+                  + ".", ""]
+    if data.get("errors"):
+        lines += ["Problems:", ""] + [f"- {e}" for e in data["errors"]] + [""]
+    return "\n".join(lines)
 
 
 def main(argv=None):

@@ -750,6 +750,9 @@ def all_text_tables(data):
     if "allocations" in data:
         import allocations
         out.append(allocations.markdown(data["allocations"]))
+    if "native" in data:
+        import native_workloads
+        out.append(native_workloads.markdown(data["native"]))
     if "scaling" in data:
         tables, _ = scaling_tables(data["scaling"])
         out.append("Scaling: ns per traced allocation, traced minus off (off column: absolute ns per iteration)")
@@ -895,6 +898,9 @@ def results_markdown(data):
     if "allocations" in data:
         import allocations
         lines += ["## Allocation profiles", "", allocations.markdown(data["allocations"])]
+    if "native" in data:
+        import native_workloads
+        lines += ["## Native memory", "", native_workloads.markdown(data["native"])]
     if "scaling" in data:
         s = data["scaling"]
         tables, _ = scaling_tables(s)

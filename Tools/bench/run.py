@@ -31,6 +31,9 @@ allocations
          sampled and exact tracing: callgrind instructions of a subset of
          the workloads, and engine memory over changing call paths
          (allocations.py).
+native   native tracing (issue 32) off, exact, sampled, with and without
+         native frames, on native-heavy workloads (callgrind), and the
+         engine's bytes per native trace (native_workloads.py).
 
 Every run saves its raw data to results/latest-{full,quick}.json.  With
 ``--results`` it also writes RESULTS.md and the README.md summary (``make
@@ -64,7 +67,7 @@ SLOW_RATIO = 3.0
 
 # Every suite, in the order a run executes them.
 ALL_SUITES = ["time", "memory", "scaling", "instructions", "longrun", "snapshots",
-              "retention", "allocations"]
+              "retention", "allocations", "native"]
 
 
 def discover_workloads():
@@ -314,7 +317,8 @@ def main(argv=None):
                               ("longrun", "longrun", "run_longrun_suite"),
                               ("snapshots", "snapshots", "run_snapshot_suite"),
                               ("retention", "retention", "run_bench_suite"),
-                              ("allocations", "allocations", "run_bench_suite")):
+                              ("allocations", "allocations", "run_bench_suite"),
+                              ("native", "native_workloads", "run_bench_suite")):
         if key in suites:
             progress = benchlib.Progress()
             suite = getattr(__import__(module), func)
