@@ -219,7 +219,8 @@ sanitizer-test: asan-build
 	    test.test_tracemalloc_threads test.test_tracemalloc_module \
 	    test.test_tracemalloc_fuzz_corpus test.test_tracemalloc_edgecases \
 	    test.test_tracemalloc_sampling test.test_tracemalloc_soundness \
-	    test.test_tracemalloc_retention test.test_tracemalloc_differential
+	    test.test_tracemalloc_retention test.test_tracemalloc_differential \
+	    test.test_tracemalloc_native test.test_tracemalloc_nativeframes
 	cd $(ASAN_DIR) && $(call unittest_without,$(ASAN_ENV),test.test_tracemalloc_engine.BookkeepingOOMTest,OOM_BASE_BUGS)
 	cd $(ASAN_DIR) && $(call unittest_without,$(ASAN_ENV),test.test_tracemalloc_stress,ASAN_STRESS_BASE_BUGS)
 	# A slice of the regression suite, traced: what the engine meets most.
@@ -257,7 +258,9 @@ SANITIZER_SLICE := test_gc test_threading test_asyncio test_concurrent_futures \
 TSAN_DIR   := $(BUILD_DIR)/tsan
 TSAN_FLAGS := -fsanitize=thread -DPY_TRACEMALLOC_NO_MEMBARRIER
 TSAN_TESTS := $(foreach c,ThreadStressTest ForkTest TrackTest,test.test_tracemalloc_engine.$(c)) \
-    test.test_tracemalloc_edgecases test.test_tracemalloc_sampling
+    test.test_tracemalloc_edgecases test.test_tracemalloc_sampling \
+    test.test_tracemalloc_native.InProcessTest \
+    test.test_tracemalloc_native.RealNativeCodeTest
 # 3.13: isolated interpreters with GILs of their own allocate in parallel,
 # the engine's lock taken from several GIL holders at once (PEP 684).
 ifeq ($(BASE),3.13)
@@ -290,7 +293,7 @@ tsan: tsan-build
 VALGRIND_TESTS := test.test_tracemalloc test.test_tracemalloc_module \
     test.test_tracemalloc_hardening $(foreach c,TracebackTest \
     StoreExactnessTest TrackTest,test.test_tracemalloc_engine.$(c)) \
-    test.test_tracemalloc_sampling
+    test.test_tracemalloc_sampling test.test_tracemalloc_native.InProcessTest
 VALGRIND := PYTHONMALLOC=malloc nice -n 10 valgrind -q --error-exitcode=99 \
     --leak-check=no --undef-value-errors=no \
     --suppressions=$(SRC_DIR)/Misc/valgrind-python.supp

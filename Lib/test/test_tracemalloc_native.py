@@ -1297,6 +1297,95 @@ class NativeReviewTest(unittest.TestCase):
                                  ["True", "True", "25", "524288"])
 
 
+class InProcessTest(unittest.TestCase):
+    """Native tracing in this process, not in a child: what `make
+    valgrind`, `make sanitizer-test` and `make tsan` see of it (they do not
+    follow the children of the other tests).  The C library's family and
+    mappings cut in every way, sqlite3 in threads while this thread takes
+    snapshots, native frames symbolised, sampling, stop and start."""
+
+    def setUp(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracing already on (PYTHONTRACEMALLOC)")
+        self.addCleanup(tracemalloc.stop)
+
+    def workout(self, **kw):
+        import ctypes
+        import mmap
+        import sqlite3
+        import threading
+        libc = ctypes.CDLL(None)
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        fns = {"malloc": (vp, [sz]), "calloc": (vp, [sz, sz]),
+               "realloc": (vp, [vp, sz]), "free": (None, [vp]),
+               "mmap": (vp, [vp, sz, ctypes.c_int, ctypes.c_int,
+                             ctypes.c_int, ctypes.c_long]),
+               "munmap": (ctypes.c_int, [vp, sz]),
+               "mremap": (vp, [vp, sz, sz, ctypes.c_int])}
+        f = {}
+        for name, (res, args) in fns.items():
+            f[name] = getattr(libc, name)
+            f[name].restype, f[name].argtypes = res, args
+        page = mmap.PAGESIZE
+        tracemalloc.start(10, native=True, **kw)
+        stop = threading.Event()
+
+        def db():
+            while not stop.is_set():
+                con = sqlite3.connect(":memory:")
+                con.execute("CREATE TABLE t (a, b)")
+                con.executemany("INSERT INTO t VALUES (?, ?)",
+                                ((i, "x" * 100) for i in range(300)))
+                con.close()
+        threads = [threading.Thread(target=db) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            for round_ in range(5):
+                ps = [f["malloc"](64 + i) for i in range(200)]
+                ps = [f["realloc"](p, 300) for p in ps]
+                ps += [f["calloc"](3, 40) for i in range(50)]
+                m = f["mmap"](None, 16 * page, 3, 0x22, -1, 0)
+                self.assertEqual(f["munmap"](m + 2 * page, 3 * page), 0)
+                self.assertEqual(f["munmap"](m, page), 0)
+                m2 = f["mremap"](m + 12 * page, 4 * page, 8 * page, 1)
+                snap = tracemalloc.take_snapshot()
+                native = snap.filter_traces(
+                    [tracemalloc.DomainFilter(True, NATIVE_DOMAIN)])
+                stats = native.statistics("traceback")
+                self.assertTrue(stats)
+                for st in stats[:20]:
+                    st.traceback.format()
+                for p in ps:
+                    f["free"](p)
+                self.assertEqual(f["munmap"](m, 16 * page), 0)
+                self.assertEqual(f["munmap"](m2, 8 * page), 0)
+                if round_ == 2:
+                    tracemalloc.clear_traces()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        tracemalloc.stop()
+        self.assertFalse(tracemalloc.is_tracing_native())
+
+    def test_exact(self):
+        self.workout()
+
+    def test_sampled(self):
+        self.workout(sample=4096)
+
+    def test_native_frames(self):
+        if not hasattr(tracemalloc, "is_tracing_native_frames"):
+            self.skipTest("no native frames")
+        try:
+            self.workout(native_frames=True)
+        except RuntimeError as e:
+            if "libunwind" in str(e):
+                self.skipTest(str(e))
+            raise
+
+
 @support.requires_fork()
 class ForkTest(unittest.TestCase):
 
