@@ -1761,13 +1761,20 @@ tracemalloc_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         frames = 0;
     }
     else if (PyUnicode_Check(frames_obj)) {
-        if (PyUnicode_CompareWithASCIIString(frames_obj, "all") != 0) {
+        /* 'native' too: what is_tracing_native_frames() says of True. */
+        if (PyUnicode_CompareWithASCIIString(frames_obj, "all") == 0) {
+            frames = _PyTraceMalloc_NATIVE_FRAMES_ALL;
+        }
+        else if (PyUnicode_CompareWithASCIIString(frames_obj,
+                                                  "native") == 0) {
+            frames = _PyTraceMalloc_NATIVE_FRAMES_NATIVE;
+        }
+        else {
             PyErr_Format(PyExc_ValueError,
-                         "native_frames must be True, False, 'all' or None, "
-                         "not %R", frames_obj);
+                         "native_frames must be True, False, 'native', "
+                         "'all' or None, not %R", frames_obj);
             return NULL;
         }
-        frames = _PyTraceMalloc_NATIVE_FRAMES_ALL;
     }
     else if (frames_obj != Py_None) {
         PyErr_Format(PyExc_TypeError,

@@ -827,17 +827,13 @@ native_map_add(void *ptr, size_t len, int take)
     native_depth--;
 }
 
-/* munmap() or mmap(MAP_FIXED) of [ADDR, ADDR + LEN): the pages go before
-   the call, so that no other thread can map them meanwhile and lose its
-   trace to this cut.  (munmap() fails only for arguments it refuses,
-   checked here, or when cutting a mapping would exceed the kernel's
-   count of mappings: the traces are then a little wrong, N4.) */
+/* The pages [ADDR, ADDR + LEN) went (mmap(MAP_FIXED) over them, or
+   mremap() onto them): the mappings they cut lose them.  After the call:
+   the range is the caller's now, no other thread can map it meanwhile. */
 NATIVE_TEXT static void
-native_unmap_range(void *addr, size_t len)
+native_pages_replaced(void *addr, size_t len)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (len == 0 || ((uintptr_t)addr & (page - 1))
-        || __atomic_load_n(&maps.len, __ATOMIC_RELAXED) == 0) {
+    if (len == 0 || __atomic_load_n(&maps.len, __ATOMIC_RELAXED) == 0) {
         return;
     }
     native_depth++;
@@ -852,33 +848,52 @@ native_unmap_range(void *addr, size_t len)
 
 /* Only anonymous mappings are traced: a file's mapping is the file's
    memory (the page cache), not an allocation; nor is a reservation of
-   address space (PROT_NONE: no page of it can be touched). */
+   address space (PROT_NONE: no page of it can be touched).  MAP_FIXED
+   replaces what was mapped there: cut once the call succeeded (a refused
+   call changes nothing). */
 Py_NO_INLINE NATIVE_TEXT static void *
 native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (native_untraced()) {
         return native_next.mmap(addr, len, prot, flags, fd, off);
     }
-    if (flags & MAP_FIXED) {
-        /* It replaces whatever was mapped there. */
-        native_unmap_range(addr, len);
-    }
     void *ptr = NATIVE_FORWARD(native_next.mmap(addr, len, prot, flags, fd,
                                                 off));
-    if (ptr != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE) {
+    if (ptr == MAP_FAILED) {
+        return ptr;
+    }
+    if ((flags & MAP_ANONYMOUS) && prot != PROT_NONE) {
+        /* It cuts what it overlaps. */
         native_map_add(ptr, len, !sample_interval() || sample_take(len));
+    }
+    else if (flags & MAP_FIXED) {
+        native_pages_replaced(ptr, len);
     }
     return ptr;
 }
 
+/* munmap() runs inside the engine lock when mappings are indexed: the
+   pages are cut only if it succeeded (a refused call unmaps nothing), and
+   no other thread can trace a mapping of the freed pages before the cut
+   (its trace waits for the lock).  munmap() allocates nothing. */
 Py_NO_INLINE NATIVE_TEXT static int
 native_munmap(void *addr, size_t len)
 {
-    if (native_untraced()) {
+    if (native_untraced()
+        || __atomic_load_n(&maps.len, __ATOMIC_RELAXED) == 0) {
         return native_next.munmap(addr, len);
     }
-    native_unmap_range(addr, len);
-    int res = NATIVE_FORWARD(native_next.munmap(addr, len));
+    native_depth++;
+    PyThreadState *tstate;
+    int side = engine_enter(0, &tstate);
+    int res = native_next.munmap(addr, len);
+    int saved = errno;
+    if (res == 0 && len != 0 && _PyTraceMalloc_TRACING()) {
+        (void)maps_cut((uintptr_t)addr, native_pages(len), NULL, 0);
+    }
+    engine_leave(side);
+    native_depth--;
+    errno = saved;
     return res;
 }
 
@@ -929,7 +944,13 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
     native_depth--;
     void *ptr = NATIVE_FORWARD(native_next.mremap(old, old_size, new_size,
                                                   flags, new_address));
+    int saved = errno;
     if (!indexed) {
+        if (ptr != MAP_FAILED) {
+            /* MREMAP_FIXED onto traced pages replaces them. */
+            native_pages_replaced(ptr, new_size);
+        }
+        errno = saved;
         return ptr;
     }
     int take = ptr != MAP_FAILED
@@ -941,8 +962,9 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
         nf_capture(&stack);     /* before the lock (NF1) */
     }
     side = engine_enter(0, &tstate);
-    if (ptr == MAP_FAILED) {
-        /* Nothing moved: the traces go back, as the same memory. */
+    if (ptr == MAP_FAILED || (flags & MREMAP_DONTUNMAP)) {
+        /* Nothing moved, or the old pages stay mapped (MREMAP_DONTUNMAP):
+           the traces go back, as the same memory. */
         for (int k = 0; k < n; k++) {
             if (_PyTraceMalloc_TRACING()
                 && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
@@ -953,10 +975,11 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
             }
         }
     }
-    else if (native_on && _PyTraceMalloc_TRACING()) {
+    if (ptr != MAP_FAILED && native_on && _PyTraceMalloc_TRACING()) {
         if (!(flags & MREMAP_DONTUNMAP)) {
             (void)maps_cut(start, len, taken, n);
         }
+        /* What the new range replaced (MREMAP_FIXED onto traced pages). */
         (void)maps_cut((uintptr_t)ptr, native_pages(new_size), NULL, 0);
         int traced = 0;
         if (take) {
@@ -975,6 +998,7 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
     }
     engine_leave(side);
     native_depth--;
+    errno = saved;
     return ptr;
 }
 

@@ -447,6 +447,7 @@ static struct {
 typedef struct nf_symbol {
     struct nf_symbol *next;
     uintptr_t pc;
+    uintptr_t base;     /* the shared object's load address (dladdr()) */
     _PyTraceMalloc_NativeSymbol sym;
 } nf_symbol;
 
@@ -610,10 +611,28 @@ _PyTraceMalloc_NativeSymbolize(uintptr_t pc)
     while (s != NULL && s->pc != pc) {
         s = s->next;
     }
+    /* The object now at PC: another one than the cached symbol's when a
+       library was unloaded (dlclose()) and another loaded at its
+       addresses.  The newest symbol of PC comes first in its bucket; an
+       old one stays allocated (a caller may hold it) but is not found. */
+    Dl_info info;
+    int found = dladdr((void *)(pc - 1), &info);
+    uintptr_t base = found ? (uintptr_t)info.dli_fbase : 0;
+    if (s != NULL
+        && (s->base != base
+            || (found && info.dli_fname != NULL
+                && (s->sym.library == NULL
+                    || strcmp(s->sym.library, info.dli_fname) != 0)))) {
+        if (nf_dw.loaded == 1 && nf_dw.dwfl != NULL) {
+            (void)nf_dw_report();   /* libdw's modules are stale too */
+        }
+        s = NULL;
+    }
     if (s == NULL) {
         s = _PyTraceMalloc_UntracedCalloc(1, sizeof(*s));
         if (s != NULL) {
             s->pc = pc;
+            s->base = base;
             nf_symbolise(pc, &s->sym);
             s->next = nf_symbols[bucket];
             nf_symbols[bucket] = s;

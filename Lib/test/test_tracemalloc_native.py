@@ -1165,6 +1165,48 @@ class NativeReviewTest(unittest.TestCase):
         """)
         self.assertEqual(out.strip(), "ok")
 
+    def test_refused_calls_keep_traces(self):
+        # Second review: munmap() and mmap(MAP_FIXED) that the kernel
+        # refuses unmap nothing; mremap(MREMAP_DONTUNMAP) leaves the old
+        # pages mapped; mremap(MREMAP_FIXED) of an untraced mapping onto
+        # traced pages replaces them.
+        out = run("""
+            page = _mmap.PAGESIZE
+            tracemalloc.start(1, native=True)
+            total = lambda: tracemalloc.get_native_traced_memory()[0]
+            p = libc.mmap(None, 4 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            assert libc.munmap(p, 1 << 47) != 0            # EINVAL
+            assert total() == 4 * page, total()
+            r = libc.mmap(p, 4 * page, PROT_RW, 0x10 | 0x02, 12345, 0)
+            assert r == MAP_FAILED                         # EBADF
+            assert total() == 4 * page, total()
+            assert libc.munmap(p, 4 * page) == 0
+            assert total() == 0, total()
+            # MREMAP_DONTUNMAP (Linux 5.7) of 2 of 8 pages: the 6 others
+            # and the old 2 stay mapped, the 2 moved are a new mapping
+            m = libc.mmap(None, 8 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            m2 = libc.mremap(m, 2 * page, 2 * page, 1 | 4)
+            if m2 != MAP_FAILED:
+                assert total() == 10 * page, total()
+                assert libc.munmap(m2, 2 * page) == 0
+            assert libc.munmap(m, 8 * page) == 0
+            assert total() == 0, total()
+            # MREMAP_FIXED of a mapping made before tracing onto traced
+            # pages: they are the moved mapping's now, untraced
+            tracemalloc.stop()
+            old = libc.mmap(None, 4 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            tracemalloc.start(1, native=True)
+            t = libc.mmap(None, 4 * page, PROT_RW, MAP_ANON_PRIVATE, -1, 0)
+            assert total() == 4 * page
+            r = libc.mremap(old, 4 * page, 4 * page, 1 | 2,
+                            ctypes.c_void_p(t))         # MREMAP_FIXED
+            assert r == t, (r, t)
+            assert total() == 0, total()
+            assert libc.munmap(t, 4 * page) == 0
+            print("ok")
+        """)
+        self.assertEqual(out.strip(), "ok")
+
     def test_reservation_not_counted(self):
         out = run("""
             tracemalloc.start(1, native=True)
@@ -1277,6 +1319,19 @@ class NativeReviewTest(unittest.TestCase):
                 libc.munmap(m + 15 * page, page)
         """)
         self.assertEqual(out.split()[0], "True", out)
+
+    def test_cli_nframe_keeps_native(self):
+        # python -X tracemalloc_native -m tracemalloc run -n 5: the restart
+        # with 5 frames keeps native tracing.
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "s.py")
+            with open(script, "w") as f:
+                f.write("import tracemalloc\n"
+                        "print('IN', tracemalloc.is_tracing_native(), "
+                        "tracemalloc.get_traceback_limit())\n")
+            res = assert_python_ok("-X", "tracemalloc_native", "-m",
+                                   "tracemalloc", "run", "-n", "5", script)
+            self.assertIn("IN True 5", res.out.decode())
 
     def test_startup_native_keeps_dump_sampling(self):
         # -X tracemalloc_native with a dump option alone: the dump option's

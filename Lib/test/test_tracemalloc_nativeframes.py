@@ -415,6 +415,50 @@ class NativeFramesTest(unittest.TestCase):
                                         "_nativeframes_ext.c",
                                         str(THREAD_LINE)])
 
+    def test_review_groupings(self):
+        # Second review of the native domain (session 40): a C thread's
+        # block groups at '<unknown>:0' by line and file, as without native
+        # frames; statistics('filename', cumulative=True) keeps C frames
+        # C frames; pprof and the HTML report do not mark a whole stack as
+        # cut (the limit counts Python frames).
+        out = self.run_frames("""
+            import tempfile
+            tracemalloc.start(3, native=True, native_frames=True)
+            ext.thread()
+            snap = tracemalloc.take_snapshot()
+            sub = snap.filter_traces([tracemalloc.DomainFilter(True, NATIVE)])
+            for key in ("lineno", "filename"):
+                st = [st for st in sub.statistics(key) if st.size == 7777]
+                print(key, [str(f) for f in st[0].traceback])
+            kept = snap.filter_traces([tracemalloc.Filter(False, "<unknown>")])
+            print("kept", [t.size for t in kept.traces if t.domain == NATIVE
+                           and t.size == 7777])
+            def cb():
+                return ext.alloc(4242)
+            ext.call(cb)
+            snap = tracemalloc.take_snapshot()
+            sub = snap.filter_traces([tracemalloc.DomainFilter(True, NATIVE)])
+            cum = [st.traceback[0] for st
+                   in sub.statistics("filename", cumulative=True)
+                   if st.size >= 4242]
+            print("cumulative", sum(f.is_native for f in cum) > 0,
+                  all(f.is_native == (f.function is not None) for f in cum),
+                  any(f.filename.endswith(".c") and not f.is_native
+                      for f in cum))
+            from tracemalloc import htmlreport
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "r.html")
+                htmlreport.write_html(sub, path)
+                with open(path, encoding="utf-8") as f:
+                    print("html marker", "beyond the traceback limit" in f.read())
+        """)
+        lines = out.strip().splitlines()
+        self.assertEqual(lines[0], "lineno ['<unknown>:0']")
+        self.assertEqual(lines[1], "filename ['<unknown>:0']")
+        self.assertEqual(lines[2], "kept []")
+        self.assertEqual(lines[3], "cumulative True True False")
+        self.assertEqual(lines[4], "html marker False")
+
     def test_fork(self):
         out = self.run_frames("""
             tracemalloc.start(5, native=True, native_frames=True)

@@ -871,13 +871,14 @@ def _first_python_frame(frames):
     """The most recent frame of *frames* as a 1-tuple: its most recent
     Python frame when it has C frames (native frames), so that grouping by
     line or file gives the same Python lines with native frames as
-    without; its most recent C frame when it has no Python frame."""
+    without; ('<unknown>', 0) when it has C frames only (a thread that runs
+    no Python code), as its traceback is without native frames."""
     if not frames or len(frames[0]) == 2:
         return frames[:1]
     for frame in frames:
         if len(frame) == 2:
             return (frame,)
-    return frames[:1]
+    return (('<unknown>', 0),)
 
 
 def _statistics(totals, frames_of):
@@ -1137,7 +1138,9 @@ class Snapshot:
             # Grouping by file: the key is a single frame with line 0.
             if cumulative:
                 def keys_of(frames):
-                    return [((frame[0], 0),) for frame in frames]
+                    # a C frame stays one (its function and library)
+                    return [((frame[0], 0) + tuple(frame[2:]),)
+                            for frame in frames]
             else:
                 def keys_of(frames):
                     # An empty traceback (a made-up or loaded snapshot)

@@ -113,20 +113,28 @@ def _ensure_tracing(parser, nframe):
     limit when -n was given explicitly).
 
     A restart keeps the sampling interval of the process (-X
-    tracemalloc_sample, PYTHONTRACEMALLOCSAMPLE): -n changes the frame
-    limit only, it does not turn a sampled process into an exact one
-    (issue 29, 2.13)."""
+    tracemalloc_sample, PYTHONTRACEMALLOCSAMPLE) and its native tracing
+    and native frames (-X tracemalloc_native): -n changes the frame limit
+    only, it does not turn a sampled process into an exact one (issue 29,
+    2.13), nor turn native tracing off."""
     sample = None
+    native = {}
     if is_tracing():
         if nframe is None or tracemalloc.get_traceback_limit() == nframe:
             return
         # An explicit -n wins over PYTHONTRACEMALLOC or -X tracemalloc: what
-        # was traced so far belongs to the baseline anyway.
+        # was traced so far belongs to the baseline anyway.  Native tracing
+        # and native frames (-X tracemalloc_native) stay as they were.
         sample = tracemalloc.get_sample()
+        if getattr(tracemalloc, "is_tracing_native", lambda: False)():
+            native["native"] = True
+            frames = tracemalloc.is_tracing_native_frames()
+            if frames:
+                native["native_frames"] = frames
         tracemalloc.stop()
     try:
         start(_leakcore.DEFAULT_NFRAME if nframe is None else nframe,
-              sample=sample)
+              sample=sample, **native)
     except ValueError as exc:
         parser.error(f"argument -n/--nframe: {exc}")
 

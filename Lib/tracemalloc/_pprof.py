@@ -367,7 +367,10 @@ def _add_sample(profile, traceback, limit, values, encoded_labels):
     frames = _leaf_first(traceback)
     if not frames:
         frames = (UNKNOWN_FRAME,)
-    elif limit is not None and len(frames) >= limit:
+    elif (limit is not None and len(frames[-1]) == 2
+          and sum(len(f) == 2 for f in frames) >= limit):
+        # (The limit counts Python frames; C frames of native frames come
+        # in addition, and a stack whose root is a C frame is whole.)
         # The root of a traceback that fills the limit says that it may
         # be cut (the grouped statistics do not keep the number of
         # frames that the engine saw), as the HTML report's call graph

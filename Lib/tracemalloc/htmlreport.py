@@ -85,7 +85,10 @@ def _traceback_totals(snapshot):
                         for frame in stat.traceback])
         if not frames:
             frames = (_UNKNOWN_FRAME,)
-        elif limit is not None and len(frames) >= limit:
+        elif (limit is not None and len(frames[0]) == 2
+              and sum(len(f) == 2 for f in frames) >= limit):
+            # The limit counts Python frames (C frames of native frames
+            # come in addition; a stack whose root is a C frame is whole).
             frames = (_LIMIT_FRAME,) + frames
         totals.append((frames, stat.size, stat.count))
     return totals
