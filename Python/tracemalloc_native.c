@@ -78,20 +78,23 @@ static int resolve_munmap(void *addr, size_t len);
 static void *resolve_mremap(void *old, size_t old_size, size_t new_size,
                             int flags, ...);
 
-_PyTraceMalloc_NativeFunctions _PyTraceMalloc_native_next = {
-    .malloc = resolve_malloc,
-    .calloc = resolve_calloc,
-    .realloc = resolve_realloc,
-    .free = resolve_free,
-    .posix_memalign = resolve_posix_memalign,
-    .aligned_alloc = resolve_aligned_alloc,
-    .memalign = resolve_memalign,
-    .valloc = resolve_valloc,
-    .pvalloc = resolve_pvalloc,
-    .mmap = resolve_mmap,
-    .munmap = resolve_munmap,
-    .mremap = resolve_mremap,
-};
+/* Every entry a resolver: the first call fills the table. */
+#define NATIVE_RESOLVERS { \
+    .malloc = resolve_malloc, \
+    .calloc = resolve_calloc, \
+    .realloc = resolve_realloc, \
+    .free = resolve_free, \
+    .posix_memalign = resolve_posix_memalign, \
+    .aligned_alloc = resolve_aligned_alloc, \
+    .memalign = resolve_memalign, \
+    .valloc = resolve_valloc, \
+    .pvalloc = resolve_pvalloc, \
+    .mmap = resolve_mmap, \
+    .munmap = resolve_munmap, \
+    .mremap = resolve_mremap, \
+}
+
+_PyTraceMalloc_NativeFunctions _PyTraceMalloc_native_next = NATIVE_RESOLVERS;
 #define native_next _PyTraceMalloc_native_next
 
 #define BOOT_ARENA_SIZE ((size_t)64 << 10)
@@ -1013,20 +1016,7 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
    ThreadSanitizer): a thread that took the old entry a moment before a
    switch is harmless either way, as the traced functions check native_on
    inside the lock. */
-static _PyTraceMalloc_NativeFunctions native_entry = {
-    .malloc = resolve_malloc,
-    .calloc = resolve_calloc,
-    .realloc = resolve_realloc,
-    .free = resolve_free,
-    .posix_memalign = resolve_posix_memalign,
-    .aligned_alloc = resolve_aligned_alloc,
-    .memalign = resolve_memalign,
-    .valloc = resolve_valloc,
-    .pvalloc = resolve_pvalloc,
-    .mmap = resolve_mmap,
-    .munmap = resolve_munmap,
-    .mremap = resolve_mremap,
-};
+static _PyTraceMalloc_NativeFunctions native_entry = NATIVE_RESOLVERS;
 
 #ifdef _PyTraceMalloc_ATOMIC_READS
 #  define NATIVE_GO(name) __atomic_load_n(&native_entry.name, __ATOMIC_RELAXED)
