@@ -1018,6 +1018,65 @@ class LxmlTest(unittest.TestCase):
                          ["True"] * 4, out)
 
 
+RUST_SOURCE = r"""
+use std::sync::Mutex;
+static KEPT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+#[no_mangle]
+pub extern "C" fn rust_leak(n: usize) -> usize {
+    let v = vec![7u8; n];       // Rust's global allocator: the system's
+    let p = v.as_ptr() as usize;
+    KEPT.lock().unwrap().push(v);
+    p
+}
+
+#[no_mangle]
+pub extern "C" fn rust_free_all() {
+    KEPT.lock().unwrap().clear();
+}
+"""
+
+
+@unittest.skipIf(shutil.which("rustc") is None,
+                 "no rustc (Debian's rustc package)")
+class RustTest(unittest.TestCase):
+    """A Rust library (its Vec<u8> buffers come from Rust's default global
+    allocator, the system's malloc()), loaded with ctypes: traced at the
+    Python line that called it, freed when Rust drops them."""
+
+    def test_rust_vectors(self):
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "leak.rs")
+            lib = os.path.join(d, "librustleak.so")
+            with open(src, "w") as f:
+                f.write(RUST_SOURCE)
+            proc = subprocess.run(["rustc", "-O", "--crate-type", "cdylib",
+                                   src, "-o", lib],
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                self.skipTest("rustc failed: "
+                              + proc.stdout.decode()[-500:])
+            out = run(f"""
+                rust = ctypes.CDLL({lib!r})
+                rust.rust_leak.restype = ctypes.c_size_t
+                rust.rust_leak.argtypes = [ctypes.c_size_t]
+                tracemalloc.start(1, native=True)
+                for i in range(100):
+                    rust.rust_leak(10000)
+                line = here() - 1
+                size, count = native_lines()[line]
+                # 100 buffers of 10000 bytes, and KEPT's own buffer
+                print(100 * 10000 <= size < 100 * 10000 + 4096, count)
+                rust.rust_free_all()
+                print(tracemalloc.get_native_traced_memory()[0] < 8192)
+            """)
+        lines = out.split()
+        self.assertEqual(lines[0], "True", out)
+        self.assertGreaterEqual(int(lines[1]), 100)
+        self.assertEqual(lines[2], "True", out)
+
+
 PRELOADS = {
     "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
     "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
