@@ -672,9 +672,11 @@ maps_first_past(uintptr_t addr)
     return lo;
 }
 
-/* Insert a mapping (which overlaps none: maps_cut() ran first): 0, or -1
-   when the engine has no memory for it (then it stays untraced, N4). */
-static int
+/* Insert a mapping (which overlaps none: maps_cut() ran first) whose
+   trace, if TRACED, is in the native domain at START.  When the engine has
+   no memory for the entry, the mapping stays untraced (N4): its trace
+   goes. */
+static void
 maps_insert(uintptr_t start, size_t size, int traced)
 {
     if (maps.len == maps.cap) {
@@ -682,7 +684,13 @@ maps_insert(uintptr_t start, size_t size, int traced)
         native_mapping *items = _PyTraceMalloc_RawAlloc(
             cap * sizeof(native_mapping), 0);
         if (items == NULL) {
-            return -1;
+            if (traced) {
+                _PyTraceMalloc_Node node;
+                size_t sz;
+                (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, start,
+                                         &node, &sz);
+            }
+            return;
         }
         if (maps.len) {
             memcpy(items, maps.items, maps.len * sizeof(native_mapping));
@@ -696,7 +704,6 @@ maps_insert(uintptr_t start, size_t size, int traced)
             (maps.len - i) * sizeof(native_mapping));
     maps.items[i] = (native_mapping){start, size, traced};
     __atomic_store_n(&maps.len, maps.len + 1, __ATOMIC_RELAXED);
-    return 0;
 }
 
 /* Sampling mode: does a piece of PIECE bytes, left of a sampled mapping
@@ -731,32 +738,24 @@ maps_piece(uintptr_t start, size_t pages, int traced, size_t req,
     if (traced) {
         peak_account_unalloc(_PyTraceMalloc_NATIVE_DOMAIN, node, req);
     }
-    if (maps_insert(start, pages, traced) < 0 && traced) {
-        _PyTraceMalloc_Node n;
-        size_t sz;
-        (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, start, &n,
-                                 &sz);
-    }
+    maps_insert(start, pages, traced);
 }
 
 /* The pages [ADDR, ADDR + LEN) go (munmap(), mremap(), mmap(MAP_FIXED)),
    LEN already rounded up to pages: each mapping they cut loses its trace
    and its entry, and the pieces left before and after them get their own.
    A trace that TAKEN (N entries) holds was taken out before the call.
-   Returns 1 if an indexed mapping was cut (the call's memory was traced
-   native memory, or a sample's neighbour of it).  Under the engine lock. */
-static int
+   Under the engine lock. */
+static void
 maps_cut(uintptr_t addr, size_t len, const native_taken *taken, int n)
 {
     uintptr_t end = addr + len;
     size_t i = maps_first_past(addr);
-    int cut = 0;
     while (i < maps.len && maps.items[i].start < end) {
         native_mapping m = maps.items[i];
         memmove(&maps.items[i], &maps.items[i + 1],
                 (maps.len - i - 1) * sizeof(native_mapping));
         __atomic_store_n(&maps.len, maps.len - 1, __ATOMIC_RELAXED);
-        cut = 1;
         _PyTraceMalloc_Node node = 0;
         size_t size = 0;
         int traced = 0;
@@ -785,7 +784,6 @@ maps_cut(uintptr_t addr, size_t len, const native_taken *taken, int n)
            starts at END. */
         i = maps_first_past(addr);
     }
-    return cut;
 }
 
 static inline size_t
@@ -795,9 +793,27 @@ native_pages(size_t len)
     return (len + page - 1) & ~(page - 1);
 }
 
-/* A new mapping [PTR, PTR + LEN): indexed, and traced at the current
-   position if TAKE (exact mode, or sampled).  Anything it overlaps in the
-   index was unmapped unseen (a raw system call): gone. */
+/* A new mapping [START, START + LEN), under the engine lock: indexed, and
+   traced at the thread's position (with STACK's C frames) if TAKE (exact
+   mode, or sampled).  What it overlaps in the index is gone: pages it
+   replaced (MAP_FIXED, MREMAP_FIXED), or unmapped unseen (a raw system
+   call). */
+static void
+maps_new(uintptr_t start, size_t len, int take, PyThreadState *tstate,
+         nf_stack *stack)
+{
+    maps_cut(start, native_pages(len), NULL, 0);
+    int traced = 0;
+    if (take) {
+        _PyTraceMalloc_Node node = native_position(tstate, stack);
+        traced = node != UINT32_MAX
+                 && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, start, len,
+                                    node) == 0;
+    }
+    maps_insert(start, native_pages(len), traced);
+}
+
+/* A new mapping [PTR, PTR + LEN) made by mmap(): maps_new(). */
 Py_NO_INLINE NATIVE_TEXT static void
 native_map_add(void *ptr, size_t len, int take)
 {
@@ -810,21 +826,7 @@ native_map_add(void *ptr, size_t len, int take)
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     if (native_on && _PyTraceMalloc_TRACING()) {
-        uintptr_t start = (uintptr_t)ptr;
-        (void)maps_cut(start, native_pages(len), NULL, 0);
-        int traced = 0;
-        if (take) {
-            _PyTraceMalloc_Node node = native_position(tstate, &stack);
-            traced = node != UINT32_MAX
-                     && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN, start,
-                                        len, node) == 0;
-        }
-        if (maps_insert(start, native_pages(len), traced) < 0 && traced) {
-            _PyTraceMalloc_Node n;
-            size_t sz;
-            (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN, start,
-                                     &n, &sz);
-        }
+        maps_new((uintptr_t)ptr, len, take, tstate, &stack);
     }
     engine_leave(side);
     native_depth--;
@@ -843,7 +845,7 @@ native_pages_replaced(void *addr, size_t len)
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);
     if (_PyTraceMalloc_TRACING()) {
-        (void)maps_cut((uintptr_t)addr, native_pages(len), NULL, 0);
+        maps_cut((uintptr_t)addr, native_pages(len), NULL, 0);
     }
     engine_leave(side);
     native_depth--;
@@ -892,7 +894,7 @@ native_munmap(void *addr, size_t len)
     int res = native_next.munmap(addr, len);
     int saved = errno;
     if (res == 0 && len != 0 && _PyTraceMalloc_TRACING()) {
-        (void)maps_cut((uintptr_t)addr, native_pages(len), NULL, 0);
+        maps_cut((uintptr_t)addr, native_pages(len), NULL, 0);
     }
     engine_leave(side);
     native_depth--;
@@ -980,24 +982,10 @@ native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
     }
     if (ptr != MAP_FAILED && native_on && _PyTraceMalloc_TRACING()) {
         if (!(flags & MREMAP_DONTUNMAP)) {
-            (void)maps_cut(start, len, taken, n);
+            maps_cut(start, len, taken, n);
         }
-        /* What the new range replaced (MREMAP_FIXED onto traced pages). */
-        (void)maps_cut((uintptr_t)ptr, native_pages(new_size), NULL, 0);
-        int traced = 0;
-        if (take) {
-            _PyTraceMalloc_Node node = native_position(tstate, &stack);
-            traced = node != UINT32_MAX
-                     && store_add_table(_PyTraceMalloc_NATIVE_DOMAIN,
-                                        (uintptr_t)ptr, new_size, node) == 0;
-        }
-        if (maps_insert((uintptr_t)ptr, native_pages(new_size), traced) < 0
-            && traced) {
-            _PyTraceMalloc_Node nd;
-            size_t sz;
-            (void)store_remove_table(_PyTraceMalloc_NATIVE_DOMAIN,
-                                     (uintptr_t)ptr, &nd, &sz);
-        }
+        /* It cuts what it lands on (MREMAP_FIXED onto traced pages). */
+        maps_new((uintptr_t)ptr, new_size, take, tstate, &stack);
     }
     engine_leave(side);
     native_depth--;
