@@ -1158,13 +1158,14 @@ class NativeReviewTest(unittest.TestCase):
             page = _mmap.PAGESIZE
             tracemalloc.start(1, native=True)
             total = lambda: tracemalloc.get_native_traced_memory()[0]
-            # one munmap() over several adjacent mappings
+            # one munmap() over several adjacent mappings, each mapped with
+            # MAP_FIXED over a reservation of the whole range (unmapping
+            # the range first would let another allocation take it)
             base = libc.mmap(None, 8 * 16 * page, PROT_RW, MAP_ANON_PRIVATE,
                              -1, 0)
-            assert libc.munmap(base, 8 * 16 * page) == 0
             for i in range(8):
                 p = libc.mmap(base + i * 16 * page, 16 * page, PROT_RW,
-                              MAP_ANON_PRIVATE | 0x100000, -1, 0)
+                              MAP_ANON_PRIVATE | 0x10, -1, 0)   # MAP_FIXED
                 assert p == base + i * 16 * page
             assert total() == 8 * 16 * page, total()
             assert libc.munmap(base, 8 * 16 * page) == 0
