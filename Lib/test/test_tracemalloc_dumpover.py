@@ -347,7 +347,12 @@ class ReviewS38Test(unittest.TestCase):
                      PYTHONTRACEMALLOCDUMP='rel-{n}.pb.gz'),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         self.assertEqual(process.returncode, 0, process.stderr)
-        self.assertEqual(os.listdir(start), ['rel-1.pb.gz'])
+        # rel-1 (1 MiB), and rel-2 when 2 MiB is crossed once rel-1 is
+        # written: the 2 MiB of grow() and the interpreter's own memory
+        # cross it or not, depending on when the writer thread ran.
+        self.assertIn('rel-1.pb.gz', os.listdir(start))
+        self.assertLessEqual(set(os.listdir(start)),
+                             {'rel-1.pb.gz', 'rel-2.pb.gz'})
         self.assertEqual(os.listdir(other), [])
 
     @unittest.skipUnless(hasattr(os, 'fork'), "needs os.fork()")
