@@ -229,6 +229,24 @@ sanitizer-test: asan-build
 	cd $(ASAN_DIR) && $(ASAN_ENV) PYTHONTRACEMALLOC=25 ./python -m test \
 	    -j$(JOBS) -W --timeout=3600 $(SANITIZER_SLICE)
 
+# A shared libpython (--enable-shared), in another out-of-tree build: its
+# libpython defines the native interposers, and an LD_PRELOAD allocator
+# comes before it (Python/tracemalloc_native.c, native_resolve()).  The
+# conformance suite and the native tests (Tools/fork/run_tests.py --only
+# shared).
+SHARED_DIR := $(BUILD_DIR)/shared
+.PHONY: shared-build shared-test
+shared-build: engine-ported prepare
+	mkdir -p $(SHARED_DIR)
+	test -f $(SHARED_DIR)/Makefile || (cd $(SHARED_DIR) && $(SRC_DIR)/configure \
+	    --enable-shared LDFLAGS="-Wl,-rpath,$(abspath $(SHARED_DIR))" > configure.log \
+	    || { tail -n 30 configure.log; rm -f Makefile; exit 1; })
+	nice -n 10 $(MAKE) -C $(SHARED_DIR) -j$(JOBS) -s
+
+shared-test: shared-build
+	@$(SHARED_DIR)/python Tools/fork/run_tests.py \
+	    --python $(SHARED_DIR)/python --jobs $(JOBS) --only shared
+
 # The engine with clang instead of gcc, in another out-of-tree build: the
 # conformance suite and the engine's tests under it.
 CLANG_DIR := $(BUILD_DIR)/clang

@@ -126,8 +126,30 @@ static void native_switch(int on);
 static int resolve_state;
 static pthread_t resolve_thread;
 
+/* Whether FUNCTION is defined in the object that holds this file: the
+   executable, or a shared libpython (--enable-shared).  A comparison with
+   the interposers' own addresses would not do: in position-independent
+   code, the address of an exported function is its first definition in
+   the process, whoever defines it. */
+NATIVE_EARLY static int
+native_defined_here(void *function)
+{
+    Dl_info there, here;
+    return (function != NULL
+            && dladdr(function, &there) != 0
+            && dladdr((void *)native_defined_here, &here) != 0
+            && there.dli_fbase == here.dli_fbase);
+}
+
 /* Fill the table; 1 when it is filled, 0 when the calling thread is the
-   one resolving it (a call from inside dlsym()). */
+   one resolving it (a call from inside dlsym()).  What the interposers
+   forward to, and what Python's own memory calls (N2), must be what the
+   rest of the process calls: the next definition after ours when ours is
+   the first (the default build), else the first definition.  A shared
+   libpython comes after an LD_PRELOAD allocator: the process calls the
+   preloaded malloc(), so the engine and Python must too (the C library's
+   would be the next after libpython, and a block of one freed by the
+   other), and native tracing is not available (N1). */
 NATIVE_EARLY static int
 native_resolve(void)
 {
@@ -142,7 +164,10 @@ native_resolve(void)
         _PyTraceMalloc_NativeFunctions t;
 #define NEXT(name, fallback) \
         do { \
-            void *f = dlsym(RTLD_NEXT, #name); \
+            void *f = dlsym(RTLD_DEFAULT, #name); \
+            if (f == NULL || native_defined_here(f)) { \
+                f = dlsym(RTLD_NEXT, #name); \
+            } \
             memcpy(&t.name, f != NULL ? &f : &(void *){(void *)(fallback)}, \
                    sizeof(void *)); \
         } while (0)
@@ -1152,8 +1177,7 @@ _PyTraceMalloc_StartNative(void)
     /* The interposers must be what this process calls (N1): not so in a
        shared libpython loaded after another allocator (LD_PRELOAD), nor
        in a program that embeds the interpreter without exporting them. */
-    void *found = dlsym(RTLD_DEFAULT, "malloc");
-    if (found != (void *)native_entry_malloc) {
+    if (!native_defined_here(dlsym(RTLD_DEFAULT, "malloc"))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "native tracing is not available: malloc() of "
                         "this process is not the interpreter's (a shared "

@@ -34,6 +34,23 @@ SANITIZED = any(
     for flag in ("sanitizer", "-fsanitize="))
 
 
+def interpreter_object():
+    """The file that defines the interposers: the executable, or a shared
+    libpython (--enable-shared) as this process mapped it."""
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        library = sysconfig.get_config_var("INSTSONAME") or "libpython"
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path) == library:
+                    return os.path.realpath(path)
+        raise RuntimeError(f"{library} is not mapped in this process")
+    return os.path.realpath(sys.executable)
+
+
+INTERPRETER_OBJECT = interpreter_object()
+
+
 def allocator_known(name):
     """Does this build know PYTHONMALLOC=NAME (a sanitizer build has no
     pymalloc)?"""
@@ -372,12 +389,14 @@ class NativeApiTest(unittest.TestCase):
         self.assertIn(b"-X tracemalloc_native=yes: expected 1, 0, frames or frames-all", err)
 
     def test_interposers_are_exported(self):
-        # The executable defines the family; the C library's own calls
-        # (and every shared object's) resolve to its definitions.
+        # The executable (or a shared libpython) defines the family; the C
+        # library's own calls (and every shared object's) resolve to its
+        # definitions.
         nm = shutil.which("nm")
         if nm is None:
             self.skipTest("no nm")
-        proc = subprocess.run([nm, "-D", "--defined-only", sys.executable],
+        proc = subprocess.run([nm, "-D", "--defined-only",
+                               INTERPRETER_OBJECT],
                               stdout=subprocess.PIPE, text=True)
         defined = {line.split()[-1] for line in proc.stdout.splitlines()}
         for name in ("malloc", "calloc", "realloc", "reallocarray", "free",
@@ -389,7 +408,8 @@ class NativeApiTest(unittest.TestCase):
 
     def test_libraries_bind_to_the_interposers(self):
         # The dynamic linker binds libsqlite3's and the C library's own
-        # malloc() to the executable's definition (LD_DEBUG=bindings).
+        # malloc() to the executable's definition, or a shared libpython's
+        # (LD_DEBUG=bindings).
         try:
             import _sqlite3
         except ImportError:
@@ -398,7 +418,7 @@ class NativeApiTest(unittest.TestCase):
         proc = subprocess.run([sys.executable, "-c", "import _sqlite3"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env)
-        exe = os.path.realpath(sys.executable)
+        exe = INTERPRETER_OBJECT
         bound = set()
         for line in proc.stderr.splitlines():
             if "binding file" not in line or " to " not in line:
@@ -1090,6 +1110,9 @@ class PreloadTest(unittest.TestCase):
 
     @unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
                      "no LD_PRELOAD allocator")
+    @unittest.skipIf(sysconfig.get_config_var("Py_ENABLE_SHARED"),
+                     "a shared libpython comes after the preloaded "
+                     "allocator: test_preloaded_before_shared_libpython")
     def test_preloaded_allocators(self):
         for name, path in PRELOADS.items():
             with self.subTest(allocator=name):
@@ -1118,6 +1141,43 @@ class PreloadTest(unittest.TestCase):
                 """, env={"LD_PRELOAD": path})
                 self.assertEqual(out.split(), ["112", "True", "True",
                                                "True"])
+
+    @unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
+                     "no LD_PRELOAD allocator")
+    @unittest.skipUnless(sysconfig.get_config_var("Py_ENABLE_SHARED"),
+                         "the executable's interposers come first")
+    def test_preloaded_before_shared_libpython(self):
+        # The preloaded allocator is the process's malloc(): native
+        # tracing is refused, and Python's own memory and the engine's
+        # come from it too (the C library's malloc() after libpython
+        # would be another heap: a block of one freed by the other).
+        for name, path in PRELOADS.items():
+            with self.subTest(allocator=name):
+                if not os.path.exists(path):
+                    self.skipTest(f"{path} is not installed (Debian's "
+                                  f"libjemalloc2, libtcmalloc-minimal4)")
+                out = run("""
+                    libc.malloc_usable_size.restype = sz
+                    libc.malloc_usable_size.argtypes = [vp]
+                    try:
+                        tracemalloc.start(3, native=True)
+                    except RuntimeError as exc:
+                        print("not available" in str(exc),
+                              tracemalloc.is_tracing())
+                    tracemalloc.start(3)
+                    kept = [bytes(100) for _ in range(1000)]
+                    p = libc.malloc(100)
+                    print(libc.malloc_usable_size(p))
+                    libc.free(p)
+                    snap = tracemalloc.take_snapshot()
+                    print(len(snap.filter_traces(NATIVE_ONLY).traces),
+                          sum(s.count for s in snap.statistics("lineno"))
+                          >= 1000)
+                    tracemalloc.stop()
+                    del kept
+                """, env={"LD_PRELOAD": path})
+                self.assertEqual(out.split(), ["True", "False", "112",
+                                               "0", "True"])
 
 
 class SamplingTest(unittest.TestCase):

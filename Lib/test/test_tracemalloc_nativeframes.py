@@ -14,7 +14,8 @@ import unittest
 
 from test.support.script_helper import assert_python_failure
 from test.test_tracemalloc_native import (
-    PRELUDE, SANITIZED, allocator_known, build_extension, run)
+    INTERPRETER_OBJECT, PRELUDE, SANITIZED, allocator_known,
+    build_extension, run)
 
 import tracemalloc
 
@@ -238,7 +239,8 @@ class NativeFramesTest(unittest.TestCase):
         frames = self.check_hybrid(self.run_frames(self.HYBRID))
         # The interpreter's own C frames are named, with file and line (the
         # build has -g).
-        own = [f for f in frames if f[0] == "C" and f[4] == "python"]
+        own = [f for f in frames if f[0] == "C"
+               and f[4] == os.path.basename(INTERPRETER_OBJECT)]
         self.assertTrue(own)
         self.assertTrue(any(f[2].endswith(".c") and int(f[3]) > 0
                             for f in own), own)

@@ -75,6 +75,13 @@ OURS = [
 # of real projects' test suites; minutes, not part of `make test`.
 REAL_SUITES = ["test.test_tracemalloc_realsuites"]
 
+# `make shared-test` (--only shared): a build with --enable-shared, whose
+# libpython defines the native interposers instead of the executable: the
+# conformance suite under every allocator, and what depends on where the
+# interposers are.
+SHARED = ["test.test_tracemalloc_module", "test.test_tracemalloc_native",
+          "test.test_tracemalloc_nativeframes"]
+
 # Our tests that must also pass with tracing on from startup, the way users
 # run their suites (their child processes inherit PYTHONTRACEMALLOC).
 OURS_TRACED = [
@@ -247,8 +254,10 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--only", choices=["conformance", "ours",
-                                           "regression", "real-suites"],
-                        help="run one group only (real-suites: only so)")
+                                           "regression", "real-suites",
+                                           "shared"],
+                        help="run one group only (real-suites, shared: "
+                             "only so)")
     args = parser.parse_args()
 
     base = base_of(args.python)
@@ -265,7 +274,7 @@ def main():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     runs = []
-    if args.only in (None, "conformance"):
+    if args.only in (None, "conformance", "shared"):
         for alloc in ALLOCATORS[base]:
             env = {} if alloc == "pymalloc" else {"PYTHONMALLOC": alloc}
             for m in CONFORMANCE:
@@ -276,6 +285,9 @@ def main():
         for m in OURS_TRACED:
             runs.append(("fork[PYTHONTRACEMALLOC=25]", m,
                          {"PYTHONTRACEMALLOC": "25"}))
+    if args.only == "shared":
+        for m in SHARED:
+            runs.append(("shared", m, {}))
     if args.only == "real-suites":
         for m in REAL_SUITES:
             runs.append(("real-suites", m, {}))
