@@ -23,7 +23,13 @@
 #                   callgrind instructions and engine memory
 #   bench-native    native tracing (issue 32) off, exact, sampled, with and
 #                   without native frames: callgrind instructions on
-#                   native-heavy workloads, engine bytes per native trace
+#                   native-heavy workloads, engine bytes per native trace;
+#                   plus pristine under memray when bench-memray built it
+#   bench-memray    build memray from a local source tree (MEMRAY_SRC; Cython
+#                   >= 3.1 as CYTHON, e.g. "python3 /path/to/cython/cython.py")
+#                   against the pristine interpreter, into
+#                   CACHE_DIR/memray-VERSION-PYVERSION (Tools/bench/memray_build.sh;
+#                   nothing is fetched, and no test needs it)
 #   bench-results   regenerate RESULTS.md and the README summary from the
 #                   latest saved run (Tools/bench/results/latest-full.json)
 #
@@ -37,6 +43,8 @@
 #   CFLAGS_EXTRA     extra compiler flags, passed to configure as CFLAGS=
 #   BENCH_ARGS       extra arguments for Tools/bench/run.py
 #   BENCH_NICE       prefix for the pristine build (default: nice -n 10)
+#   MEMRAY_SRC       memray's source tree, for bench-memray
+#   CYTHON           the Cython command for bench-memray (default: cython3)
 
 BENCH_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 # Repository root = two levels above this file.
@@ -98,7 +106,7 @@ BENCH_FORK_DEPS ?= $(if $(BENCH_STANDALONE),,build)
 
 .PHONY: bench bench-quick bench-pristine bench-results bench-pristine-path \
 	bench-instructions bench-longrun bench-snapshots bench-retention \
-	bench-allocations bench-native
+	bench-allocations bench-native bench-memray
 
 BENCH_ALL_SUITES := time,memory,scaling,instructions,longrun,snapshots,retention,allocations,native
 
@@ -159,6 +167,13 @@ bench-instructions bench-longrun bench-snapshots bench-retention bench-allocatio
 	$(BENCH_CHECK_FORK)
 	$(BENCH_DRIVER) $(BENCH_RUN) --pristine "$(PRISTINE_PYTHON)" --fork "$(FORK_PYTHON)" \
 	    --suites $* $(BENCH_ARGS)
+
+# memray beside the fork in the native suite: built once per memray and
+# pristine version; the suite finds it in the cache by itself.
+bench-memray: bench-pristine
+	@test -n "$(MEMRAY_SRC)" || { echo "bench-memray: set MEMRAY_SRC=/path/to/memray (a source tree, e.g. a release tag's git archive)" >&2; exit 1; }
+	PRISTINE_PYTHON="$(PRISTINE_PYTHON)" BASE="$(BASE)" TRACEMALLOC_FORK_CACHE="$(CACHE_DIR)" \
+	    CYTHON="$(CYTHON)" $(BENCH_MK_DIR)/memray_build.sh "$(MEMRAY_SRC)"
 
 bench-results:
 	$(BENCH_DRIVER) $(BENCH_MK_DIR)/report.py

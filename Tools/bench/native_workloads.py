@@ -14,6 +14,15 @@ exact and sampled.  Reported: each
 workload's instructions, and each configuration's ratio to pristine
 untraced (geometric mean over the workloads).
 
+When memray has been built against the pristine interpreter
+(``Tools/bench/memray_build.sh``), pristine under ``memray.Tracker`` runs
+beside them: memray's defaults, ``native_traces=True`` (``memray run
+--native``) and ``trace_python_allocators=True`` (``memray run
+--trace-python-allocators``), each workload in a Tracker of its own whose
+capture file's size is reported too.  The built package is found through
+``MEMRAY_PYTHONPATH`` or in the cache (``memray-*-VERSION/site``, VERSION
+the pristine's); without it the suite says so in one line and goes on.
+
     python3 Tools/bench/native_workloads.py --pristine P --fork F [--json OUT]
 
 Also the ``native`` suite of ``Tools/bench/run.py`` (``make bench``), which
@@ -21,6 +30,7 @@ adds the engine's bytes per native trace with and without native frames.
 """
 
 import argparse
+import glob
 import json
 import math
 import os
@@ -81,6 +91,20 @@ CONFIGS = [
 # bench-quick's subset
 QUICK_WORKLOADS = ["sqlite_grow", "c_malloc_loop"]
 
+# Pristine under memray (when built): label and memray.Tracker() arguments.
+# memray hooks the PLT entries of the loaded libraries (malloc, mmap, ...),
+# so it sees neither pymalloc's small blocks (unless
+# trace_python_allocators) nor a malloc() called through a pointer that
+# dlsym() gave (ctypes, as in c_malloc_loop).
+MEMRAY_CONFIGS = [
+    ("memray default", {}),
+    ("memray --native", {"native_traces": True}),
+    ("memray --trace-python-allocators", {"trace_python_allocators": True}),
+]
+
+MEMRAY_BUILD_HINT = ("Tools/bench/memray_build.sh MEMRAY_SRC, or make "
+                     "bench-memray MEMRAY_SRC=... (see Tools/bench/README.md)")
+
 CHILD = r"""
 import bz2, ctypes, json, sqlite3, sys, zlib
 names = sys.argv[1].split(",")
@@ -93,22 +117,53 @@ DATA = b"".join(b"%08d some text that compresses " % i for i in range(30000))
 DATA = DATA[:1 << 20]
 codes = [compile(src, name, "exec") for name, src in
          ((n, WORKLOADS[n]) for n in names)]
-for code in codes:
-    exec(code, {"sqlite3": sqlite3, "zlib": zlib, "bz2": bz2, "json": json,
-                "nm": nm, "nf": nf, "DATA": DATA})
+if len(sys.argv) > 2:
+    # Under memray: one Tracker and capture file per workload; memray's
+    # own work outside exec() (start, stop, compressing the file) is not
+    # counted, nor is its background thread's (callgrind toggles
+    # collection per thread).
+    import os
+    site, options, capture_dir = sys.argv[2:5]
+    sys.path.insert(0, site)
+    import memray
+    options = json.loads(options)
+    captures = {}
+for name, code in zip(names, codes):
+    globs = {"sqlite3": sqlite3, "zlib": zlib, "bz2": bz2, "json": json,
+             "nm": nm, "nf": nf, "DATA": DATA}
+    if len(sys.argv) > 2:
+        path = os.path.join(capture_dir, name + ".bin")
+        with memray.Tracker(path, **options):
+            exec(code, globs)
+        captures[name] = {
+            "bytes": os.path.getsize(path),
+            "allocations": memray.FileReader(path).metadata.total_allocations}
+    else:
+        exec(code, globs)
+if len(sys.argv) > 2:
+    print(json.dumps(captures))
 """
 
 
-def measure(python, args, names, valgrind):
+def measure(python, args, names, valgrind, memray=None):
+    """Instructions of each workload in NAMES, run by PYTHON with ARGS.
+    With MEMRAY=(site, Tracker options), each workload runs under
+    memray.Tracker and the result is (instructions, captures), captures
+    giving each workload's capture file size and allocations recorded."""
     outdir = tempfile.mkdtemp(prefix="native-callgrind-")
     try:
         base = os.path.join(outdir, "cg.out")
         src = ("WORKLOADS = " + repr({n: WORKLOADS[n][1] for n in names})
                + "\n" + CHILD)
+        extra = []
+        if memray is not None:
+            capture_dir = os.path.join(outdir, "captures")
+            os.mkdir(capture_dir)
+            extra = [memray[0], json.dumps(memray[1]), capture_dir]
         cmd = [valgrind, "--tool=callgrind", "--collect-atstart=no",
                "--toggle-collect=builtin_exec", "--dump-after=builtin_exec",
                f"--callgrind-out-file={base}", python, "-s", *args,
-               "-c", src, ",".join(names)]
+               "-c", src, ",".join(names), *extra]
         # A fixed hash seed: dict and set work must not differ between
         # the configurations' runs (string hashing moves json's count by
         # a few percent).
@@ -131,9 +186,57 @@ def measure(python, args, names, valgrind):
                         break
         # The last exec() dumps are the workloads' (the child's own
         # compile() and imports ran none after them).
-        return dict(zip(names, totals[-len(names):]))
+        counts = dict(zip(names, totals[-len(names):]))
+        if memray is None:
+            return counts
+        return counts, json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
+
+
+def find_memray(pristine):
+    """(site, version) of memray built for PRISTINE, or (None, why not).
+    MEMRAY_PYTHONPATH names the directory holding the `memray` package;
+    otherwise the newest build in the cache for the pristine's version
+    (memray_build.sh's MEMRAY_OUT default)."""
+    site = os.environ.get("MEMRAY_PYTHONPATH")
+    if not site:
+        try:
+            version = subprocess.run(
+                [pristine, "-s", "-c", "import sys; "
+                 "print('%d.%d.%d' % sys.version_info[:3])"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"pristine did not start: {e}"
+        cache = os.environ.get("TRACEMALLOC_FORK_CACHE") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME")
+            or os.path.expanduser("~/.cache"), "tracemalloc-fork")
+        built = [os.path.dirname(stamp) for stamp in glob.glob(
+            os.path.join(cache, f"memray-*-{version}", ".built"))]
+        if not built:
+            return None, (f"memray not built for Python {version} (no "
+                          f"{cache}/memray-*-{version}; build it with "
+                          f"{MEMRAY_BUILD_HINT})")
+        # memray-1.19.3-3.13.15: the newest memray version
+        built.sort(key=lambda d: [int(x) if x.isdigit() else 0 for x in
+                                  os.path.basename(d).split("-")[1]
+                                  .split(".")])
+        site = os.path.join(built[-1], "site")
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import memray; "
+             "print(memray.__version__)")
+    try:
+        proc = subprocess.run([pristine, "-s", "-c", probe, site],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"pristine did not start: {e}"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return None, (f"memray at {site} does not import in the pristine "
+                      f"interpreter ({last}); rebuild it with "
+                      f"{MEMRAY_BUILD_HINT}")
+    return site, proc.stdout.split()[-1]
 
 
 BYTES_CHILD = r"""
@@ -182,6 +285,8 @@ def run_bench_suite(pythons, quick, timeout, progress):
     errors = []
     results = {}
     valgrind = shutil.which("valgrind")
+    configs = [c[0] for c in CONFIGS]
+    memray = {}
     if valgrind is None:
         errors.append("valgrind not found: no instruction counts")
     else:
@@ -192,6 +297,21 @@ def run_bench_suite(pythons, quick, timeout, progress):
                                          valgrind)
             except (RuntimeError, subprocess.SubprocessError) as e:
                 errors.append(f"{label}: {str(e)[-300:]}")
+        site, version = find_memray(pythons["pristine"])
+        if site is None:
+            progress.line(f"native: no memray rows: {version}")
+        else:
+            memray = {"version": version, "site": site, "captures": {}}
+            for label, options in MEMRAY_CONFIGS:
+                progress.line(f"native: {label} (memray {version})")
+                try:
+                    results[label], memray["captures"][label] = measure(
+                        pythons["pristine"], [], names, valgrind,
+                        memray=(site, options))
+                    configs.append(label)
+                except (RuntimeError, subprocess.SubprocessError,
+                        ValueError) as e:
+                    errors.append(f"{label}: {str(e)[-300:]}")
     try:
         progress.line("native: engine bytes per native trace")
         per_trace = bytes_per_trace(pythons["fork"], timeout)
@@ -200,7 +320,7 @@ def run_bench_suite(pythons, quick, timeout, progress):
         errors.append(f"bytes per native trace: {str(e)[-300:]}")
     return {"quick": quick, "workloads": names,
             "descriptions": {n: WORKLOADS[n][0] for n in names},
-            "configs": [c[0] for c in CONFIGS], "results": results,
+            "configs": configs, "results": results, "memray": memray,
             "bytes_per_trace": per_trace, "errors": errors}
 
 
@@ -235,6 +355,27 @@ def markdown(data):
         lines += ["| " + " | ".join(header) + " |",
                   "| --- |" + " ---: |" * (len(header) - 1)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines.append("")
+    memray = data.get("memray") or {}
+    if memray.get("captures"):
+        lines += [f"*memray* rows: pristine under memray "
+                  f"{memray['version']}'s `Tracker` (built from its source "
+                  "by `Tools/bench/memray_build.sh`), one capture file per "
+                  "workload.  memray patches the libraries' PLT entries: "
+                  "without `trace_python_allocators` it does not see "
+                  "pymalloc's small blocks, and it never sees a `malloc()` "
+                  "called through a pointer from `dlsym()` (ctypes in "
+                  "`c_malloc_loop`).  Its background thread (RSS every "
+                  "10 ms) is not counted.  Capture files (lz4-compressed "
+                  "when the Tracker stops) and the allocations memray "
+                  "recorded:", ""]
+        names = data["workloads"]
+        lines += ["| capture | " + " | ".join(names) + " |",
+                  "| --- |" + " ---: |" * len(names)]
+        for label, per in memray["captures"].items():
+            lines.append(f"| {label} | " + " | ".join(
+                f"{per[n]['bytes'] / 1024:,.1f} KiB "
+                f"({per[n]['allocations']:,})" for n in names) + " |")
         lines.append("")
     bpt = data.get("bytes_per_trace") or {}
     if bpt:
@@ -275,19 +416,36 @@ def main(argv=None):
         results[label] = measure(python, xargs, names, valgrind)
         print(f"{label:<20} " + " ".join(
             f"{n}={results[label][n]:,}" for n in names), flush=True)
+    labels = [c[0] for c in CONFIGS]
+    captures = {}
+    site, version = find_memray(args.pristine)
+    if site is None:
+        print(f"native_workloads: no memray rows: {version}", flush=True)
+    else:
+        for label, options in MEMRAY_CONFIGS:
+            results[label], captures[label] = measure(
+                args.pristine, [], names, valgrind, memray=(site, options))
+            labels.append(label)
+            print(f"{label:<20} " + " ".join(
+                f"{n}={results[label][n]:,} ({captures[label][n]['bytes']:,}"
+                f" bytes captured)" for n in names), flush=True)
     ref = results["pristine off"]
+    width = max(map(len, labels)) + 2
     print()
-    print(f"{'instructions / pristine off':<28}"
+    print(f"{'instructions / pristine off':<{width}}"
           + "".join(f"{n:>15}" for n in names) + f"{'geomean':>10}")
-    for label, _, _ in CONFIGS:
+    for label in labels:
         ratios = [results[label][n] / ref[n] for n in names]
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        print(f"{label:<28}" + "".join(f"{r:>15.3f}" for r in ratios)
+        print(f"{label:<{width}}" + "".join(f"{r:>15.3f}" for r in ratios)
               + f"{geo:>10.3f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"workloads": {n: WORKLOADS[n][0] for n in names},
-                       "results": results}, f, indent=1)
+                       "results": results,
+                       "memray": {"version": version, "site": site,
+                                  "captures": captures} if site else {}},
+                      f, indent=1)
     return 0
 
 
