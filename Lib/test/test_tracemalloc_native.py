@@ -1103,47 +1103,49 @@ PRELOADS = {
 }
 
 
+@unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
+                 "no LD_PRELOAD allocator")
 class PreloadTest(unittest.TestCase):
     """An allocator preloaded with LD_PRELOAD keeps serving the process
     (the interposers forward to the next definition, its own), and its
     blocks are traced; its own mappings made inside a call are not."""
 
-    @unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
-                     "no LD_PRELOAD allocator")
-    @unittest.skipIf(sysconfig.get_config_var("Py_ENABLE_SHARED"),
-                     "a shared libpython comes after the preloaded "
-                     "allocator: test_preloaded_before_shared_libpython")
-    def test_preloaded_allocators(self):
+    def check_preloaded(self, body, expected):
+        """Run BODY with each allocator of PRELOADS preloaded: its output
+        must be EXPECTED."""
         for name, path in PRELOADS.items():
             with self.subTest(allocator=name):
                 if not os.path.exists(path):
                     self.skipTest(f"{path} is not installed (Debian's "
                                   f"libjemalloc2, libtcmalloc-minimal4)")
-                out = run("""
-                    libc.malloc_usable_size.restype = sz
-                    libc.malloc_usable_size.argtypes = [vp]
-                    tracemalloc.start(3, native=True)
-                    p = libc.malloc(100)
-                    line = here() - 1
-                    # glibc's class for 100 bytes is 104; jemalloc's and
-                    # tcmalloc's 112: the block is the preloaded one's.
-                    print(libc.malloc_usable_size(p))
-                    print(native_lines()[line] == (100, 1))
-                    blocks = [libc.malloc(1 << 16) for _ in range(100)]
-                    line = here() - 1
-                    # Exactly the blocks: the allocator's own mappings
-                    # (made inside the calls) are not native blocks.
-                    print(native_lines()[line] == (100 << 16, 100))
-                    for b in blocks:
-                        libc.free(b)
-                    libc.free(p)
-                    print(native_lines().get(line) is None)
-                """, env={"LD_PRELOAD": path})
-                self.assertEqual(out.split(), ["112", "True", "True",
-                                               "True"])
+                out = run(body, env={"LD_PRELOAD": path})
+                self.assertEqual(out.split(), expected)
 
-    @unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
-                     "no LD_PRELOAD allocator")
+    @unittest.skipIf(sysconfig.get_config_var("Py_ENABLE_SHARED"),
+                     "a shared libpython comes after the preloaded "
+                     "allocator: test_preloaded_before_shared_libpython")
+    def test_preloaded_allocators(self):
+        self.check_preloaded("""
+            libc.malloc_usable_size.restype = sz
+            libc.malloc_usable_size.argtypes = [vp]
+            tracemalloc.start(3, native=True)
+            p = libc.malloc(100)
+            line = here() - 1
+            # glibc's class for 100 bytes is 104; jemalloc's and
+            # tcmalloc's 112: the block is the preloaded one's.
+            print(libc.malloc_usable_size(p))
+            print(native_lines()[line] == (100, 1))
+            blocks = [libc.malloc(1 << 16) for _ in range(100)]
+            line = here() - 1
+            # Exactly the blocks: the allocator's own mappings
+            # (made inside the calls) are not native blocks.
+            print(native_lines()[line] == (100 << 16, 100))
+            for b in blocks:
+                libc.free(b)
+            libc.free(p)
+            print(native_lines().get(line) is None)
+        """, ["112", "True", "True", "True"])
+
     @unittest.skipUnless(sysconfig.get_config_var("Py_ENABLE_SHARED"),
                          "the executable's interposers come first")
     def test_preloaded_before_shared_libpython(self):
@@ -1151,33 +1153,24 @@ class PreloadTest(unittest.TestCase):
         # tracing is refused, and Python's own memory and the engine's
         # come from it too (the C library's malloc() after libpython
         # would be another heap: a block of one freed by the other).
-        for name, path in PRELOADS.items():
-            with self.subTest(allocator=name):
-                if not os.path.exists(path):
-                    self.skipTest(f"{path} is not installed (Debian's "
-                                  f"libjemalloc2, libtcmalloc-minimal4)")
-                out = run("""
-                    libc.malloc_usable_size.restype = sz
-                    libc.malloc_usable_size.argtypes = [vp]
-                    try:
-                        tracemalloc.start(3, native=True)
-                    except RuntimeError as exc:
-                        print("not available" in str(exc),
-                              tracemalloc.is_tracing())
-                    tracemalloc.start(3)
-                    kept = [bytes(100) for _ in range(1000)]
-                    p = libc.malloc(100)
-                    print(libc.malloc_usable_size(p))
-                    libc.free(p)
-                    snap = tracemalloc.take_snapshot()
-                    print(len(snap.filter_traces(NATIVE_ONLY).traces),
-                          sum(s.count for s in snap.statistics("lineno"))
-                          >= 1000)
-                    tracemalloc.stop()
-                    del kept
-                """, env={"LD_PRELOAD": path})
-                self.assertEqual(out.split(), ["True", "False", "112",
-                                               "0", "True"])
+        self.check_preloaded("""
+            libc.malloc_usable_size.restype = sz
+            libc.malloc_usable_size.argtypes = [vp]
+            try:
+                tracemalloc.start(3, native=True)
+            except RuntimeError as exc:
+                print("not available" in str(exc), tracemalloc.is_tracing())
+            tracemalloc.start(3)
+            kept = [bytes(100) for _ in range(1000)]
+            p = libc.malloc(100)
+            print(libc.malloc_usable_size(p))
+            libc.free(p)
+            snap = tracemalloc.take_snapshot()
+            print(len(snap.filter_traces(NATIVE_ONLY).traces),
+                  sum(s.count for s in snap.statistics("lineno")) >= 1000)
+            tracemalloc.stop()
+            del kept
+        """, ["True", "False", "112", "0", "True"])
 
 
 class SamplingTest(unittest.TestCase):
