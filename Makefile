@@ -303,7 +303,10 @@ tsan: tsan-build
 	@Tools/fork/sanitizer-reports.sh tsan $(TSAN_DIR)/tsan-report
 
 # Valgrind on the tracemalloc tests, with the system allocator so that
-# Valgrind sees every block (pymalloc's arenas would hide them).
+# Valgrind sees every block (pymalloc's arenas would hide them).  Memcheck
+# replaces malloc() in every object unless told to leave the executable's
+# alone (somalloc=nouserintercepts): the native interposers then run, and
+# forward to the C library's malloc(), which Memcheck replaces.
 # Invalid reads, writes and frees are what is checked: undefined-value
 # errors are off, because 3.11's _PyLong_FromByteArray() reads the digit of
 # a zero-sized int (upstream's, fixed in 3.12), and Memcheck then sees the
@@ -314,6 +317,7 @@ VALGRIND_TESTS := test.test_tracemalloc test.test_tracemalloc_module \
     test.test_tracemalloc_sampling test.test_tracemalloc_native.InProcessTest
 VALGRIND := PYTHONMALLOC=malloc nice -n 10 valgrind -q --error-exitcode=99 \
     --leak-check=no --undef-value-errors=no \
+    --soname-synonyms=somalloc=nouserintercepts \
     --suppressions=$(SRC_DIR)/Misc/valgrind-python.supp
 valgrind: build
 	cd $(OBJ_DIR) && $(VALGRIND) ./python -m unittest $(VALGRIND_TESTS)

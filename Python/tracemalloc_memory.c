@@ -81,8 +81,8 @@ _PyTraceMalloc_BulkAlloc(size_t size)
     if (size < 2 * BULK_HUGE_PAGE) {
         p = _PyTraceMalloc_UntracedMalloc(size);
     }
-    else if (_PyTraceMalloc_native_next.posix_memalign(&p, BULK_HUGE_PAGE,
-                                                       size) != 0) {
+    else if (_PyTraceMalloc_native_untraced.posix_memalign(&p, BULK_HUGE_PAGE,
+                                                           size) != 0) {
         p = NULL;
     }
     if (p != NULL) {

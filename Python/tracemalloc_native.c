@@ -97,6 +97,42 @@ static void *resolve_mremap(void *old, size_t old_size, size_t new_size,
 _PyTraceMalloc_NativeFunctions _PyTraceMalloc_native_next = NATIVE_RESOLVERS;
 #define native_next _PyTraceMalloc_native_next
 
+/* What Python's own memory and the engine's call (N2): the functions the
+   rest of the process calls when they are not the engine's interposers
+   (a shared libpython after an LD_PRELOAD allocator), else native_next.
+   Its own resolvers (untraced_resolve_*(), below) until the first call
+   fills both tables. */
+static void *untraced_resolve_malloc(size_t);
+static void *untraced_resolve_calloc(size_t, size_t);
+static void *untraced_resolve_realloc(void *, size_t);
+static void untraced_resolve_free(void *);
+static int untraced_resolve_posix_memalign(void **, size_t, size_t);
+static void *untraced_resolve_mmap(void *, size_t, int, int, int, off_t);
+static int untraced_resolve_munmap(void *, size_t);
+_PyTraceMalloc_NativeFunctions _PyTraceMalloc_native_untraced = {
+    .malloc = untraced_resolve_malloc,
+    .calloc = untraced_resolve_calloc,
+    .realloc = untraced_resolve_realloc,
+    .free = untraced_resolve_free,
+    .posix_memalign = untraced_resolve_posix_memalign,
+    .mmap = untraced_resolve_mmap,
+    .munmap = untraced_resolve_munmap,
+};
+#define native_untraced_fn _PyTraceMalloc_native_untraced
+
+/* The interposers (defined below).  In position-independent code (a
+   shared libpython), their address is the one this object's own calls
+   are bound to: the process's first definition, ours or another's. */
+void *native_entry_malloc(size_t) __asm__("malloc");
+void *native_entry_calloc(size_t, size_t) __asm__("calloc");
+void *native_entry_realloc(void *, size_t) __asm__("realloc");
+void native_entry_free(void *) __asm__("free");
+int native_entry_posix_memalign(void **, size_t, size_t)
+    __asm__("posix_memalign");
+void *native_entry_mmap(void *, size_t, int, int, int, off_t)
+    __asm__("mmap");
+int native_entry_munmap(void *, size_t) __asm__("munmap");
+
 #define BOOT_ARENA_SIZE ((size_t)64 << 10)
 static _Alignas(64) char boot_arena[BOOT_ARENA_SIZE];
 static size_t boot_used;        /* atomic */
@@ -164,10 +200,7 @@ native_resolve(void)
         _PyTraceMalloc_NativeFunctions t;
 #define NEXT(name, fallback) \
         do { \
-            void *f = dlsym(RTLD_DEFAULT, #name); \
-            if (f == NULL || native_defined_here(f)) { \
-                f = dlsym(RTLD_NEXT, #name); \
-            } \
+            void *f = dlsym(RTLD_NEXT, #name); \
             memcpy(&t.name, f != NULL ? &f : &(void *){(void *)(fallback)}, \
                    sizeof(void *)); \
         } while (0)
@@ -198,9 +231,34 @@ native_resolve(void)
         if (t.posix_memalign == NULL) {
             t.posix_memalign = resolve_posix_memalign;
         }
+        /* Python's own memory: the process's function when another
+           object's comes first.  The one this object is bound to (it
+           sees hidden-versioned definitions, which dlsym() skips), else
+           what dlsym() finds first. */
+        _PyTraceMalloc_NativeFunctions u = t;
+#define FIRST(name) \
+        do { \
+            void *bound = (void *)native_entry_##name; \
+            void *found = dlsym(RTLD_DEFAULT, #name); \
+            void *f = bound != NULL && !native_defined_here(bound) ? bound \
+                : found != NULL && !native_defined_here(found) ? found \
+                : NULL; \
+            if (f != NULL) { \
+                memcpy(&u.name, &f, sizeof(void *)); \
+            } \
+        } while (0)
+        FIRST(malloc);
+        FIRST(calloc);
+        FIRST(realloc);
+        FIRST(free);
+        FIRST(posix_memalign);
+        FIRST(mmap);
+        FIRST(munmap);
+#undef FIRST
         /* An optional function without a next definition keeps its
            resolver as its entry, which fails cleanly. */
         native_next = t;
+        native_untraced_fn = u;
         native_switch(0);
         __atomic_store_n(&resolve_state, 2, __ATOMIC_RELEASE);
         return 1;
@@ -328,6 +386,61 @@ resolve_munmap(void *addr, size_t len)
         return -1;
     }
     return native_next.munmap(addr, len);
+}
+
+/* The untraced table's resolvers: before the first call filled it, the
+   same early answers as the interposers' resolvers. */
+NATIVE_EARLY static void *
+untraced_resolve_malloc(size_t size)
+{
+    return native_resolve() ? native_untraced_fn.malloc(size)
+                            : boot_alloc(size);
+}
+
+NATIVE_EARLY static void *
+untraced_resolve_calloc(size_t nelem, size_t elsize)
+{
+    return native_resolve() ? native_untraced_fn.calloc(nelem, elsize)
+                            : resolve_calloc(nelem, elsize);
+}
+
+NATIVE_EARLY static void *
+untraced_resolve_realloc(void *ptr, size_t size)
+{
+    return native_resolve() ? native_untraced_fn.realloc(ptr, size)
+                            : resolve_realloc(ptr, size);
+}
+
+NATIVE_EARLY static void
+untraced_resolve_free(void *ptr)
+{
+    if (!boot_owns(ptr) && native_resolve()) {
+        native_untraced_fn.free(ptr);
+    }
+}
+
+NATIVE_EARLY static int
+untraced_resolve_posix_memalign(void **out, size_t align, size_t size)
+{
+    return native_resolve() ? native_untraced_fn.posix_memalign(out, align,
+                                                                size)
+                            : resolve_posix_memalign(out, align, size);
+}
+
+NATIVE_EARLY static void *
+untraced_resolve_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                      off_t off)
+{
+    return native_resolve() ? native_untraced_fn.mmap(addr, len, prot, flags,
+                                                      fd, off)
+                            : resolve_mmap(addr, len, prot, flags, fd, off);
+}
+
+NATIVE_EARLY static int
+untraced_resolve_munmap(void *addr, size_t len)
+{
+    return native_resolve() ? native_untraced_fn.munmap(addr, len)
+                            : resolve_munmap(addr, len);
 }
 
 NATIVE_EARLY static void *
@@ -507,9 +620,17 @@ native_put_back(void *ptr, size_t size, _PyTraceMalloc_Node node,
 #define NATIVE_FORWARD(call) \
     (native_depth++, (call)); native_depth--
 
+/* start(native=True) checks that a malloc() of the process reaches
+   native_malloc() (native_probe()). */
+static int native_probing;              /* atomic */
+static unsigned long native_probe_hits; /* atomic */
+
 Py_NO_INLINE NATIVE_TEXT static void *
 native_malloc(size_t size)
 {
+    if (__atomic_load_n(&native_probing, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&native_probe_hits, 1, __ATOMIC_RELAXED);
+    }
     if (native_untraced()) {
         return native_next.malloc(size);
     }
@@ -1162,6 +1283,22 @@ NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
 
 /* ---- start / stop ---------------------------------------------------------- */
 
+/* Whether a malloc() of the process, called as any library calls it,
+   reaches native_malloc(): not so when a tool replaces the interposers
+   where they are defined (Valgrind's Memcheck), which dlsym() and
+   dladdr() cannot see. */
+static int
+native_probe(void)
+{
+    void *(*volatile process_malloc)(size_t) = native_entry_malloc;
+    void (*volatile process_free)(void *) = native_entry_free;
+    __atomic_store_n(&native_probe_hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&native_probing, 1, __ATOMIC_RELAXED);
+    process_free(process_malloc(1));
+    __atomic_store_n(&native_probing, 0, __ATOMIC_RELAXED);
+    return __atomic_load_n(&native_probe_hits, __ATOMIC_RELAXED) != 0;
+}
+
 int
 _PyTraceMalloc_StartNative(void)
 {
@@ -1177,7 +1314,8 @@ _PyTraceMalloc_StartNative(void)
     /* The interposers must be what this process calls (N1): not so in a
        shared libpython loaded after another allocator (LD_PRELOAD), nor
        in a program that embeds the interpreter without exporting them. */
-    if (!native_defined_here(dlsym(RTLD_DEFAULT, "malloc"))) {
+    if (!native_defined_here((void *)native_entry_malloc)
+        || !native_defined_here(dlsym(RTLD_DEFAULT, "malloc"))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "native tracing is not available: malloc() of "
                         "this process is not the interpreter's (a shared "
@@ -1197,7 +1335,19 @@ _PyTraceMalloc_StartNative(void)
         native_switch(1);
     }
     engine_leave(side);
-    return native_on ? 0 : -1;
+    if (!native_on) {
+        return -1;
+    }
+    if (!native_probe()) {
+        _PyTraceMalloc_StopNative();
+        PyErr_SetString(PyExc_RuntimeError,
+                        "native tracing is not available: malloc() of "
+                        "this process does not reach the interpreter's "
+                        "(a tool replaces it: under Valgrind, give it "
+                        "--soname-synonyms=somalloc=nouserintercepts)");
+        return -1;
+    }
+    return 0;
 }
 
 void

@@ -54,6 +54,10 @@ typedef struct {
 } _PyTraceMalloc_NativeFunctions;
 
 PyAPI_DATA(_PyTraceMalloc_NativeFunctions) _PyTraceMalloc_native_next;
+/* What the functions below call: native_next, or the process's own
+   functions when they come before the interposers (malloc, calloc,
+   realloc, free, posix_memalign, mmap and munmap only). */
+PyAPI_DATA(_PyTraceMalloc_NativeFunctions) _PyTraceMalloc_native_untraced;
 
 /* Python's own memory: never seen by the interposers (N2).  The raw
    domain's default allocator, pymalloc's arenas and mimalloc's segments
@@ -62,38 +66,38 @@ PyAPI_DATA(_PyTraceMalloc_NativeFunctions) _PyTraceMalloc_native_next;
 static inline void *
 _PyTraceMalloc_UntracedMalloc(size_t size)
 {
-    return _PyTraceMalloc_native_next.malloc(size);
+    return _PyTraceMalloc_native_untraced.malloc(size);
 }
 
 static inline void *
 _PyTraceMalloc_UntracedCalloc(size_t nelem, size_t elsize)
 {
-    return _PyTraceMalloc_native_next.calloc(nelem, elsize);
+    return _PyTraceMalloc_native_untraced.calloc(nelem, elsize);
 }
 
 static inline void *
 _PyTraceMalloc_UntracedRealloc(void *ptr, size_t size)
 {
-    return _PyTraceMalloc_native_next.realloc(ptr, size);
+    return _PyTraceMalloc_native_untraced.realloc(ptr, size);
 }
 
 static inline void
 _PyTraceMalloc_UntracedFree(void *ptr)
 {
-    _PyTraceMalloc_native_next.free(ptr);
+    _PyTraceMalloc_native_untraced.free(ptr);
 }
 
 static inline void *
 _PyTraceMalloc_UntracedMmap(void *addr, size_t len, int prot, int flags,
                             int fd, off_t off)
 {
-    return _PyTraceMalloc_native_next.mmap(addr, len, prot, flags, fd, off);
+    return _PyTraceMalloc_native_untraced.mmap(addr, len, prot, flags, fd, off);
 }
 
 static inline int
 _PyTraceMalloc_UntracedMunmap(void *addr, size_t len)
 {
-    return _PyTraceMalloc_native_next.munmap(addr, len);
+    return _PyTraceMalloc_native_untraced.munmap(addr, len);
 }
 
 /* Native tracing (Python/tracemalloc_native.c).  Start: tracing must be

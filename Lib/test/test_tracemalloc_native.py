@@ -1173,6 +1173,110 @@ class PreloadTest(unittest.TestCase):
         """, ["True", "False", "112", "0", "True"])
 
 
+# A malloc() wrapper of the usual kind (a leak counter, memusage), which
+# forwards to the next definition found with dlsym(RTLD_NEXT).
+FORWARDING_WRAPPER = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+#define FWD(ret, name, params, args) \
+    ret name params { \
+        static ret (*f) params; \
+        if (!f) f = (ret (*) params)dlsym(RTLD_NEXT, #name); \
+        return f args; \
+    }
+FWD(void *, malloc, (size_t n), (n))
+FWD(void *, calloc, (size_t a, size_t b), (a, b))
+FWD(void *, realloc, (void *p, size_t n), (p, n))
+void free(void *p) {
+    static void (*f)(void *);
+    if (!f) f = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+    f(p);
+}
+"""
+
+GLIBC_MALLOC_DEBUG = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
+
+# Native tracing where it is available, else the RuntimeError; then the
+# Python domains traced and stopped as usual.
+FOREIGN_BODY = """
+    try:
+        tracemalloc.start(3, native=True)
+        p = libc.malloc(123457)
+        print("traced", native_lines().get(here() - 1) == (123457, 1))
+        libc.free(p)
+        tracemalloc.stop()
+    except RuntimeError as exc:
+        print("refused", "not available" in str(exc))
+    tracemalloc.start(3)
+    kept = [bytes(100) for _ in range(1000)]
+    print(sum(s.count for s in
+              tracemalloc.take_snapshot().statistics("lineno")) >= 1000)
+    tracemalloc.clear_traces()
+    tracemalloc.stop()
+"""
+
+
+@unittest.skipIf(SANITIZED, "a sanitizer's runtime must come first: "
+                 "no LD_PRELOAD library")
+class ForeignAllocatorTest(unittest.TestCase):
+    """Another object's malloc() before a shared libpython's interposers
+    (issue 32's review s41): Python's memory and the engine's come from
+    it, the interposers forward past it, and native tracing is refused;
+    before the executable's, it is not seen."""
+
+    def expected(self):
+        if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+            return ["refused", "True", "True"]
+        return ["traced", "True", "True"]
+
+    def test_forwarding_wrapper(self):
+        # The wrapper's RTLD_NEXT is the interposer, whose next function
+        # must not be the wrapper again (an endless recursion).
+        cc = _compiler("CC", ["cc", "gcc", "clang"])
+        if cc is None:
+            self.skipTest("no C compiler")
+        with tempfile.TemporaryDirectory() as tmpdir:
+            src = os.path.join(tmpdir, "wrap.c")
+            lib = os.path.join(tmpdir, "wrap.so")
+            with open(src, "w") as f:
+                f.write(FORWARDING_WRAPPER)
+            subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", lib, src,
+                            "-ldl"], check=True)
+            out = run(FOREIGN_BODY, env={"LD_PRELOAD": lib})
+        self.assertEqual(out.split(), self.expected())
+
+    @unittest.skipUnless(os.path.exists(GLIBC_MALLOC_DEBUG),
+                         "no libc_malloc_debug.so.0 (glibc 2.34 or later)")
+    def test_glibc_malloc_debug(self):
+        # Its malloc() and free() are hidden-versioned symbols: bound, but
+        # not found by dlsym().  MALLOC_CHECK_=3 aborts on a block freed
+        # into the wrong heap.
+        out = run(FOREIGN_BODY, env={"LD_PRELOAD": GLIBC_MALLOC_DEBUG,
+                                     "MALLOC_CHECK_": "3"})
+        self.assertEqual(out.split(), self.expected())
+
+    @unittest.skipUnless(shutil.which("valgrind"), "no valgrind")
+    @unittest.skipIf(os.environ.get("TRACEMALLOC_UNDER_VALGRIND"),
+                     "already under Valgrind")
+    def test_valgrind_refused(self):
+        # Memcheck replaces the interposers where they are defined: a
+        # malloc() never reaches them, which start() finds out.
+        code = PRELUDE + textwrap.dedent("""
+            try:
+                tracemalloc.start(1, native=True)
+            except RuntimeError as exc:
+                print("refused", "Valgrind" in str(exc))
+        """)
+        proc = subprocess.run(
+            ["valgrind", "-q", "--error-exitcode=0", sys.executable, "-c",
+             code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONMALLOC="malloc"),
+            timeout=support.LONG_TIMEOUT)
+        self.assertEqual(proc.stdout.decode().split(), ["refused", "True"],
+                         proc.stderr.decode()[-2000:])
+
+
 class SamplingTest(unittest.TestCase):
 
     def test_sampled_estimate(self):
