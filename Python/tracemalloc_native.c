@@ -158,6 +158,12 @@ boot_owns(const void *ptr)
 
 static void native_switch(int on);
 
+/* Whether the process's own definition of one of the functions of the
+   untraced table comes before the interposers' (a wrapper of mmap()
+   alone): native tracing is then refused (N1), since Python's memory
+   would go through the wrapper to the interposers. */
+static int native_foreign_first;
+
 /* 0: not resolved, 1: a thread is resolving, 2: resolved. */
 static int resolve_state;
 static pthread_t resolve_thread;
@@ -245,6 +251,7 @@ native_resolve(void)
                 : NULL; \
             if (f != NULL) { \
                 memcpy(&u.name, &f, sizeof(void *)); \
+                native_foreign_first = 1; \
             } \
         } while (0)
         FIRST(malloc);
@@ -1294,7 +1301,10 @@ native_probe(void)
     void (*volatile process_free)(void *) = native_entry_free;
     __atomic_store_n(&native_probe_hits, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&native_probing, 1, __ATOMIC_RELAXED);
+    /* The engine's call, not the program's: counted, never traced. */
+    native_depth++;
     process_free(process_malloc(1));
+    native_depth--;
     __atomic_store_n(&native_probing, 0, __ATOMIC_RELAXED);
     return __atomic_load_n(&native_probe_hits, __ATOMIC_RELAXED) != 0;
 }
@@ -1314,14 +1324,15 @@ _PyTraceMalloc_StartNative(void)
     /* The interposers must be what this process calls (N1): not so in a
        shared libpython loaded after another allocator (LD_PRELOAD), nor
        in a program that embeds the interpreter without exporting them. */
-    if (!native_defined_here((void *)native_entry_malloc)
+    if (native_foreign_first
+        || !native_defined_here((void *)native_entry_malloc)
         || !native_defined_here(dlsym(RTLD_DEFAULT, "malloc"))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "native tracing is not available: malloc() of "
                         "this process is not the interpreter's (a shared "
-                        "libpython after an LD_PRELOAD allocator, or an "
-                        "embedding program that does not export the "
-                        "interpreter's symbols)");
+                        "libpython after an LD_PRELOAD allocator or "
+                        "wrapper, or an embedding program that does not "
+                        "export the interpreter's symbols)");
         return -1;
     }
     /* Callers without the GIL enter the engine for every native

@@ -336,6 +336,18 @@ def run(body, *args, env=None, python_args=(), timeout=None):
 
 class NativeApiTest(unittest.TestCase):
 
+    def test_start_allocates_nothing_native(self):
+        # start() checks that a malloc() reaches the interposers: its own
+        # call, never traced (review s41b).
+        out = run("""
+            tracemalloc.start(1, allocations=True)
+            tracemalloc.start(1, native=True, allocations=True)
+            snap = tracemalloc.take_snapshot(allocated=True)
+            print(len(snap.filter_traces(NATIVE_ONLY).traces),
+                  tracemalloc.get_native_traced_memory())
+        """)
+        self.assertEqual(out.split(), ["0", "(0,", "0)"])
+
     def test_constant_and_off(self):
         self.assertEqual(NATIVE_DOMAIN, 0x4e6174)
         out = run("""
@@ -1195,6 +1207,19 @@ void free(void *p) {
 }
 """
 
+# A wrapper of mmap() alone (a mapping tracker), forwarding likewise.
+MMAP_WRAPPER = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+#include <sys/types.h>
+void *mmap(void *a, size_t n, int p, int f, int fd, off_t o) {
+    static void *(*r)(void *, size_t, int, int, int, off_t);
+    if (!r) r = dlsym(RTLD_NEXT, "mmap");
+    return r(a, n, p, f, fd, o);
+}
+"""
+
 GLIBC_MALLOC_DEBUG = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
 
 # Native tracing where it is available, else the RuntimeError; then the
@@ -1230,9 +1255,8 @@ class ForeignAllocatorTest(unittest.TestCase):
             return ["refused", "True", "True"]
         return ["traced", "True", "True"]
 
-    def test_forwarding_wrapper(self):
-        # The wrapper's RTLD_NEXT is the interposer, whose next function
-        # must not be the wrapper again (an endless recursion).
+    def preloaded(self, source, body, **env):
+        """Run BODY with SOURCE built as a library and preloaded."""
         cc = _compiler("CC", ["cc", "gcc", "clang"])
         if cc is None:
             self.skipTest("no C compiler")
@@ -1240,11 +1264,34 @@ class ForeignAllocatorTest(unittest.TestCase):
             src = os.path.join(tmpdir, "wrap.c")
             lib = os.path.join(tmpdir, "wrap.so")
             with open(src, "w") as f:
-                f.write(FORWARDING_WRAPPER)
+                f.write(source)
             subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", lib, src,
                             "-ldl"], check=True)
-            out = run(FOREIGN_BODY, env={"LD_PRELOAD": lib})
+            return run(body, env=dict(env, LD_PRELOAD=lib))
+
+    def test_forwarding_wrapper(self):
+        # The wrapper's RTLD_NEXT is the interposer, whose next function
+        # must not be the wrapper again (an endless recursion).
+        out = self.preloaded(FORWARDING_WRAPPER, FOREIGN_BODY)
         self.assertEqual(out.split(), self.expected())
+
+    def test_mmap_wrapper(self):
+        # Python's arenas would go through the wrapper to the interposer:
+        # sampled, an arena would be a native block.
+        out = self.preloaded(MMAP_WRAPPER, """
+            try:
+                tracemalloc.start(1, native=True, sample=65536)
+            except RuntimeError as exc:
+                print("refused", "not available" in str(exc))
+            else:
+                base = tracemalloc.get_native_traced_memory()[0]
+                kept = [object() for _ in range(300000)]
+                print("traced", tracemalloc.get_native_traced_memory()[0]
+                      - base == 0)
+        """, PYTHONMALLOC="pymalloc")
+        self.assertEqual(out.split(), ["refused", "True"]
+                         if sysconfig.get_config_var("Py_ENABLE_SHARED")
+                         else ["traced", "True"])
 
     @unittest.skipUnless(os.path.exists(GLIBC_MALLOC_DEBUG),
                          "no libc_malloc_debug.so.0 (glibc 2.34 or later)")
