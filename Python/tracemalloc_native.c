@@ -51,6 +51,24 @@
 #  define NATIVE_EARLY
 #endif
 
+/* ThreadSanitizer instruments a function's entry with a write to the
+   thread's state, which does not exist yet while its runtime starts a
+   thread (and calls pthread_getattr_np(), which calls realloc(), below):
+   in a TSan build the traced functions' entries and their untraced check
+   are not instrumented; what they call once they trace is. */
+#if defined(__SANITIZE_THREAD__)
+#  define NATIVE_TSAN_BUILD 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define NATIVE_TSAN_BUILD 1
+#  endif
+#endif
+#ifdef NATIVE_TSAN_BUILD
+#  define NATIVE_TRACED __attribute__((no_sanitize("thread")))
+#else
+#  define NATIVE_TRACED
+#endif
+
 /* The traced paths and the interposers are in a section of their own, so
    that a capture of native frames (tracemalloc_nativeframes.c) drops the
    engine's frames at the top of the C stack. */
@@ -490,7 +508,7 @@ static int startup_native_frames;
    the exports around their work), or inside the engine: without the GIL
    the lock's foreign side says so; the GIL holder is inside exactly while
    the GIL side's flag is up, which only it raises. */
-static inline int
+NATIVE_TRACED static inline int
 native_untraced(void)
 {
     if (native_depth || tm_untraced_depth || tm_foreign_inside) {
@@ -632,7 +650,7 @@ native_put_back(void *ptr, size_t size, _PyTraceMalloc_Node node,
 static int native_probing;              /* atomic */
 static unsigned long native_probe_hits; /* atomic */
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_malloc(size_t size)
 {
     if (__atomic_load_n(&native_probing, __ATOMIC_RELAXED)) {
@@ -648,7 +666,7 @@ native_malloc(size_t size)
     return ptr;
 }
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_calloc(size_t nelem, size_t elsize)
 {
     if (native_untraced()) {
@@ -661,7 +679,7 @@ native_calloc(size_t nelem, size_t elsize)
     return ptr;
 }
 
-Py_NO_INLINE NATIVE_TEXT static void
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void
 native_free(void *ptr)
 {
     if (ptr != NULL && !native_untraced()) {
@@ -673,7 +691,7 @@ native_free(void *ptr)
     native_next.free(ptr);
 }
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_realloc(void *ptr, size_t size)
 {
     if (native_untraced()) {
@@ -709,7 +727,7 @@ native_aligned_result(void *ptr, size_t size)
     return ptr;
 }
 
-Py_NO_INLINE NATIVE_TEXT static int
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static int
 native_posix_memalign(void **out, size_t align, size_t size)
 {
     if (native_untraced()) {
@@ -733,25 +751,25 @@ native_posix_memalign(void **out, size_t align, size_t size)
         return native_aligned_result(ptr_, (size)); \
     } while (0)
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_aligned_alloc(size_t align, size_t size)
 {
     NATIVE_ALIGNED(native_next.aligned_alloc(align, size), size);
 }
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_memalign(size_t align, size_t size)
 {
     NATIVE_ALIGNED(native_next.memalign(align, size), size);
 }
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_valloc(size_t size)
 {
     NATIVE_ALIGNED(native_next.valloc(size), size);
 }
 
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_pvalloc(size_t size)
 {
     NATIVE_ALIGNED(native_next.pvalloc(size), size);
@@ -1009,7 +1027,7 @@ native_pages_replaced(void *addr, size_t len)
    address space (PROT_NONE: no page of it can be touched).  MAP_FIXED
    replaces what was mapped there: cut once the call succeeded (a refused
    call changes nothing). */
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (native_untraced()) {
@@ -1034,7 +1052,7 @@ native_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
    pages are cut only if it succeeded (a refused call unmaps nothing), and
    no other thread can trace a mapping of the freed pages before the cut
    (its trace waits for the lock).  munmap() allocates nothing. */
-Py_NO_INLINE NATIVE_TEXT static int
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static int
 native_munmap(void *addr, size_t len)
 {
     if (native_untraced()
@@ -1065,7 +1083,7 @@ native_munmap(void *addr, size_t len)
    started, or a file's, stays unseen.  The old traces go before the call
    (once the pages moved, another thread may map the old addresses) and
    come back if it fails. */
-Py_NO_INLINE NATIVE_TEXT static void *
+Py_NO_INLINE NATIVE_TEXT NATIVE_TRACED static void *
 native_mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
     va_list ap;
@@ -1289,6 +1307,32 @@ NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
 }
 
 /* ---- start / stop ---------------------------------------------------------- */
+
+#ifdef NATIVE_TSAN_BUILD
+/* ThreadSanitizer's runtime calls pthread_getattr_np() when it starts a
+   thread, before the thread's state exists; glibc's calls realloc()
+   inside.  What it allocates there is not traced (native_depth), so that
+   the traced path, whose callees are instrumented, does not run. */
+NATIVE_EXPORT NATIVE_EARLY int
+native_entry_pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
+    __asm__("pthread_getattr_np");
+NATIVE_EXPORT NATIVE_EARLY int
+native_entry_pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
+{
+    static int (*next)(pthread_t, pthread_attr_t *);
+    native_depth++;
+    int (*f)(pthread_t, pthread_attr_t *) =
+        __atomic_load_n(&next, __ATOMIC_RELAXED);
+    if (f == NULL) {
+        void *found = dlsym(RTLD_NEXT, "pthread_getattr_np");
+        memcpy(&f, &found, sizeof(f));
+        __atomic_store_n(&next, f, __ATOMIC_RELAXED);
+    }
+    int res = f != NULL ? f(thread, attr) : ENOSYS;
+    native_depth--;
+    return res;
+}
+#endif
 
 /* Whether a malloc() of the process, called as any library calls it,
    reaches native_malloc(): not so when a tool replaces the interposers
