@@ -1311,8 +1311,9 @@ NATIVE_ENTRY(void *, native_entry_mremap, "mremap",
 #ifdef NATIVE_TSAN_BUILD
 /* ThreadSanitizer's runtime calls pthread_getattr_np() when it starts a
    thread, before the thread's state exists; glibc's calls realloc()
-   inside.  What it allocates there is not traced (native_depth), so that
-   the traced path, whose callees are instrumented, does not run. */
+   inside.  What it allocates there, and frees with
+   pthread_attr_destroy(), is not traced (native_depth), so that the
+   traced path, whose callees are instrumented, does not run. */
 NATIVE_EXPORT NATIVE_EARLY int
 native_entry_pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
     __asm__("pthread_getattr_np");
@@ -1329,6 +1330,26 @@ native_entry_pthread_getattr_np(pthread_t thread, pthread_attr_t *attr)
         __atomic_store_n(&next, f, __ATOMIC_RELAXED);
     }
     int res = f != NULL ? f(thread, attr) : ENOSYS;
+    native_depth--;
+    return res;
+}
+
+/* ... and frees it with pthread_attr_destroy(), as early. */
+NATIVE_EXPORT NATIVE_EARLY int
+native_entry_pthread_attr_destroy(pthread_attr_t *attr)
+    __asm__("pthread_attr_destroy");
+NATIVE_EXPORT NATIVE_EARLY int
+native_entry_pthread_attr_destroy(pthread_attr_t *attr)
+{
+    static int (*next)(pthread_attr_t *);
+    native_depth++;
+    int (*f)(pthread_attr_t *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
+    if (f == NULL) {
+        void *found = dlsym(RTLD_NEXT, "pthread_attr_destroy");
+        memcpy(&f, &found, sizeof(f));
+        __atomic_store_n(&next, f, __ATOMIC_RELAXED);
+    }
+    int res = f != NULL ? f(attr) : ENOSYS;
     native_depth--;
     return res;
 }
