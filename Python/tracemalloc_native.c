@@ -17,8 +17,10 @@
  * not hold the GIL (I1).
  *
  * Python's own memory is never native (N2): the raw domain's allocator,
- * pymalloc's arenas and mimalloc's segments call the next functions
- * directly (patch 0001), the engine's own memory too, and whatever the
+ * pymalloc's arenas and mimalloc's segments call the untraced table's
+ * functions (_PyTraceMalloc_native_untraced: the next functions, or the
+ * process's own when another object's come first; patch 0001), the
+ * engine's own memory too, and whatever the
  * engine or a traced Python allocation does meanwhile is left alone by
  * native_untraced().  The rules are N1..N5 of
  * Doc/internals/tracemalloc-engine.rst, "Native memory".
@@ -202,14 +204,15 @@ native_defined_here(void *function)
 }
 
 /* Fill the table; 1 when it is filled, 0 when the calling thread is the
-   one resolving it (a call from inside dlsym()).  What the interposers
-   forward to, and what Python's own memory calls (N2), must be what the
-   rest of the process calls: the next definition after ours when ours is
-   the first (the default build), else the first definition.  A shared
-   libpython comes after an LD_PRELOAD allocator: the process calls the
-   preloaded malloc(), so the engine and Python must too (the C library's
-   would be the next after libpython, and a block of one freed by the
-   other), and native tracing is not available (N1). */
+   one resolving it (a call from inside dlsym()).  Two tables: the
+   interposers forward to the next definition after ours (native_next;
+   a wrapper before a shared libpython that forwards with RTLD_NEXT
+   reaches them, and they must go on past it).  Python's own memory (N2)
+   must come from what the rest of the process calls: the next
+   definition when ours is the first (the default build), else the
+   process's own (native_untraced_fn; a shared libpython after an
+   LD_PRELOAD allocator, where the C library's would be another heap), and
+   native tracing is then not available (N1). */
 NATIVE_EARLY static int
 native_resolve(void)
 {
