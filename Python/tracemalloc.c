@@ -228,6 +228,7 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit,
     engine_reset_unlocked();
     sample_configure(sample);
     tm.peak.allocations = allocations > 0;
+    tm.peak.lean = !tm.sample.interval && !tm.peak.allocations;
     int res = engine_start_unlocked();
     if (res == 0) {
         _PyTraceMalloc_SET_TRACING(sample_mode_word());
@@ -235,6 +236,7 @@ _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit,
     else {
         engine_reset_unlocked();
     }
+    lean_update();
     engine_leave(side);
     if (res < 0) {
         PyErr_NoMemory();
@@ -266,6 +268,7 @@ _PyTraceMalloc_Stop(void)
     _PyTraceMalloc_StopNative();
     int side = engine_lock();
     _PyTraceMalloc_SET_TRACING(0);
+    lean_update();
     engine_release_unlocked();
     engine_leave(side);
 }
@@ -284,6 +287,7 @@ _PyTraceMalloc_ClearTraces(void)
            the allocators are known now, else the hooks (set again). */
         sample_routed = 0;
         _PyTraceMalloc_SET_TRACING(sample_mode_word());
+        lean_update();
     }
     engine_leave(side);
 }
@@ -313,6 +317,7 @@ _PyTraceMalloc_AllocatorChanged(int domain)
     if (tm.sample.interval && _PyTraceMalloc_TRACING()) {
         /* Sampling: the hooks must see the new allocator's calls. */
         _PyTraceMalloc_SET_TRACING(sample_mode_word());
+        lean_update();
     }
     engine_leave(side);
 }

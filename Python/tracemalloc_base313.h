@@ -118,6 +118,7 @@ void
 _PyTraceMalloc_OwnGILCreated(void)
 {
     __atomic_store_n(&base_all_gils_main, 0, __ATOMIC_RELAXED);
+    lean_update();
 }
 
 static inline int

@@ -138,6 +138,18 @@ compact_tree(void)
     generation_bump();
     engine_recount_memory();
     compact_schedule(next, st.ntraces);
+    if ((uint64_t)next * 4 > (uint64_t)n * 3) {
+        /* Three quarters of the nodes were live: the tree is growing (a
+           program's start-up, imports), not churning, and each compaction
+           empties every cache.  Room for three times the live nodes
+           instead of once, so that a growing tree is compacted about half
+           as often; a churning one keeps its bound. */
+        uint64_t at = (uint64_t)next * 4;
+        uint32_t grown = at < NODE_LIMIT ? (uint32_t)at : NODE_LIMIT;
+        if (grown > tm.tree.compact_at) {
+            tm.tree.compact_at = grown;
+        }
+    }
 }
 
 /* Called before computing a traceback, at a point where no node id is held

@@ -61,6 +61,10 @@
 #include "pycore_frame.h"
 #include "pycore_pystate.h"       // _PyThreadState_GET()
 #include "pycore_tracemalloc.h"
+/* tracemalloc_hooks.c: recompute the lean paths' guard (tm_lean) after
+   one of its inputs changed.  Declared before the adapter, which calls it
+   when an interpreter with a GIL of its own is made. */
+static void lean_update(void);
 #include "tracemalloc_base.h"     // the interpreter's fields, per base
 
 #include <stdatomic.h>
@@ -107,9 +111,8 @@ typedef struct cct_storage {
 
 /* What the live traces naming one node (in one domain) add up to, now and
    when traced memory last reached its peak (peak); and what was allocated
-   there since start() or clear_traces(), freed or not (alloc: issue 33's
-   allocation profiles; counted always, kept by compaction only while
-   tm.peak.allocations is set). */
+   there since start() or clear_traces(), freed or not (alloc: the
+   allocation profiles; counted only with start(allocations=True)). */
 typedef struct {
     uint64_t live_size;
     uint64_t peak_size;
@@ -119,11 +122,23 @@ typedef struct {
     uint64_t alloc_count;       /* sampling mode: in 1/SAMPLE_COUNT_UNIT */
 } cct_totals;
 
-/* Peak bookkeeping of a node of the default domain, by node id. */
+/* The live totals of a node of the default domain, by node id: the only
+   per-node record that every traced allocation and free writes, 16 bytes
+   so that the update touches one cache line and indexes with a shift.
+   The top bit of `count` says that the node is on the dirty list (I8). */
 typedef struct {
-    cct_totals totals;
-    uint32_t dirty;             /* on the dirty list (I8) */
-    uint32_t unused;
+    uint64_t size;
+    uint64_t count;             /* sampling mode: in 1/SAMPLE_COUNT_UNIT */
+} cct_node_live;
+#define CCT_LIVE_DIRTY ((uint64_t)1 << 63)
+
+/* The rest of a default-domain node's totals, by node id: written at a
+   peak commit, and by allocations when they are counted. */
+typedef struct {
+    uint64_t peak_size;
+    uint64_t peak_count;
+    uint64_t alloc_size;
+    uint64_t alloc_count;
 } cct_node_peak;
 
 /* Totals of the traces of the other domains, by (domain, node). */
@@ -154,6 +169,17 @@ typedef struct {
     const cct_string *filename;
 } cct_line_entry;
 
+/* A code object's line table, decoded up to some instruction: the next
+   site of the same code decodes on from there (forwards or backwards),
+   not from the table's start.  Keyed by the code's epoch slot; valid
+   while the code's epoch is the one recorded (a dying code object bumps
+   it).  Holds no node and no filename: compaction keeps it. */
+typedef struct {
+    const PyCodeObject *code;
+    uint32_t epoch;
+    PyCodeAddressRange bounds;
+} cct_line_cursor;
+
 /* The site cache has 2^CACHE_MIN_BITS to 2^CACHE_MAX_BITS entries; the
    line cache 2^LINE_BITS.  A dying code object invalidates the entries of
    the codes that share its slot among 2^CODE_EPOCH_BITS. */
@@ -161,6 +187,9 @@ typedef struct {
 #define CACHE_MAX_BITS 17
 #define LINE_BITS 11
 #define LINES_SIZE (sizeof(cct_line_entry) << LINE_BITS)
+/* The cursors live after the line cache, in the same allocation. */
+#define CURSOR_BITS 8
+#define LINES_ALLOC (LINES_SIZE + (sizeof(cct_line_cursor) << CURSOR_BITS))
 #define CODE_EPOCH_BITS 10
 /* Below this many nodes the tree is never compacted. */
 #define COMPACT_MIN 1024
@@ -205,6 +234,7 @@ static struct {
         size_t cache_evictions;     /* of known paths, since the last resize */
         size_t cache_grow_at;       /* evictions that make it grow */
         cct_line_entry *lines;      /* the line cache (I6) */
+        cct_line_cursor *cursors;   /* after the lines, same allocation */
         uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
         uint64_t cache_misses;      /* statistics, for the tests */
     } framecache;
@@ -216,6 +246,7 @@ static struct {
 
     /* Protected by the engine lock (I8). */
     struct {
+        cct_node_live *live;        /* by node id; room for */
         cct_node_peak *peaks;       /* by node id; room for */
         _PyTraceMalloc_Node *dirty; /* nodes whose totals changed; room for */
         size_t dirty_cap;           /* dirty_cap nodes in both, so that */
@@ -232,6 +263,10 @@ static struct {
            so compaction keeps the nodes that have some (I9).  Written
            under the lock while tracing is off. */
         int allocations;
+        /* Exact mode without allocation totals: a default-domain trace
+           changes its node's live record and nothing else, inline (see
+           peak_account()).  Set by start() with the two it depends on. */
+        int lean;
     } peak;
 
     /* Bytes of tree, frame caches and peak totals.  Protected by the

@@ -58,10 +58,20 @@ line_of(PyCodeObject *code, int lasti, uint32_t *range)
     if (lasti < 0) {
         return base_code_firstlineno(code);   /* like PyCode_Addr2Line() */
     }
-    PyCodeAddressRange bounds;
-    _PyCode_InitAddressRange(code, &bounds);
+    /* Decoded on from the code's cursor: a module body's sites, met in
+       order, decode its table once in all rather than once each. */
+    size_t slot = code_epoch_slot(code);
+    cct_line_cursor *cursor = &tm.framecache.cursors[
+        slot & (((size_t)1 << CURSOR_BITS) - 1)];
+    uint32_t epoch = tm.framecache.code_epochs[slot];
+    if (cursor->code != code || cursor->epoch != epoch) {
+        _PyCode_InitAddressRange(code, &cursor->bounds);
+        cursor->code = code;
+        cursor->epoch = epoch;
+    }
     int line = _PyCode_CheckLineNumber(lasti * (int)sizeof(_Py_CODEUNIT),
-                                       &bounds);
+                                       &cursor->bounds);
+    PyCodeAddressRange bounds = cursor->bounds;
     int start = bounds.ar_start, end = bounds.ar_end;
     /* The location table cuts a line into entries of at most 8
        instructions (one per column span): join the neighbours that have
@@ -471,14 +481,16 @@ framecache_start(void)
     if (tm.framecache.cache != NULL) {
         return 0;
     }
-    tm.framecache.lines = _PyTraceMalloc_RawAlloc(LINES_SIZE, 1);
+    tm.framecache.lines = _PyTraceMalloc_RawAlloc(LINES_ALLOC, 1);
     if (tm.framecache.lines == NULL
         || cache_resize(CACHE_MIN_BITS, 0) < 0) {
         free(tm.framecache.lines);
         tm.framecache.lines = NULL;
         return -1;
     }
-    tm.memory += LINES_SIZE;
+    tm.framecache.cursors = (cct_line_cursor *)(
+        (char *)tm.framecache.lines + LINES_SIZE);
+    tm.memory += LINES_ALLOC;
     return 0;
 }
 
@@ -490,6 +502,7 @@ framecache_release(void)
     free(tm.framecache.lines);
     tm.framecache.cache = NULL;
     tm.framecache.lines = NULL;
+    tm.framecache.cursors = NULL;
 }
 
 static size_t
@@ -498,5 +511,5 @@ framecache_memory(void)
     if (tm.framecache.cache == NULL) {
         return 0;
     }
-    return cache_entries() * sizeof(*tm.framecache.cache) + LINES_SIZE;
+    return cache_entries() * sizeof(*tm.framecache.cache) + LINES_ALLOC;
 }

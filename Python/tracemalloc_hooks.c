@@ -232,6 +232,100 @@ fresh_block_pooled(size_t size, int gil_held)
     return gil_held && size <= _PyTraceMalloc_POOL_MAX_REQUEST;
 }
 
+/* ---- the lean paths ------------------------------------------------------ */
+
+/* The guard of the lean paths: nonzero while exact tracing runs under one
+   GIL without native frames on every trace, the conditions under which a
+   traced call of the mem and obj domains (GIL held) needs none of the
+   general path's tests (engine notes, "The lean paths").  Written under
+   the engine lock by lean_update(), which every change of an input calls;
+   read by the GIL holder's hooks.  Everything the lean paths do not
+   assume (a user allocator, tracked traces, debug hooks' skew, a due
+   compaction, a dump threshold) the store and the compaction check handle
+   on the lean path as on the general one. */
+static int tm_lean;
+
+static void
+lean_update(void)
+{
+    /* Sampling under a user allocator routes every call to the hooks
+       with the exact mode's word (sample_mode_word()): the interval
+       tells. */
+    int lean = _PyTraceMalloc_MODE() == _PyTraceMalloc_EXACT
+               && tm.sample.interval == 0
+               && base_one_gil()
+               && !__atomic_load_n(&nf_all, __ATOMIC_RELAXED);
+    __atomic_store_n(&tm_lean, lean, __ATOMIC_RELAXED);
+}
+
+static inline int
+lean_on(int gil_held)
+{
+    return gil_held && _PyTraceMalloc_FILTER_LOAD(&tm_lean);
+}
+
+/* Trace PTR, just returned by the allocator for SIZE bytes to the GIL
+   holder, at the current position; free it and return NULL when the
+   bookkeeping has no memory (as the general path). */
+static inline void *
+lean_trace(PyMemAllocatorEx *alloc, void *ptr, size_t size)
+{
+    if (ptr == NULL || tm_untraced_depth != 0) {
+        return ptr;
+    }
+    PyThreadState *tstate = _PyThreadState_GET();
+    int res = -1;
+    _PyTraceMalloc_Lock();
+    compact_if_due();
+    _PyTraceMalloc_Node node = current_node(tstate);
+    if (node != UINT32_MAX) {
+        res = store_add(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, size,
+                        node, size <= _PyTraceMalloc_POOL_MAX_REQUEST, 1);
+    }
+    _PyTraceMalloc_Unlock();
+    if (res < 0) {
+        alloc->free(alloc->ctx, ptr);
+        return NULL;
+    }
+    return ptr;
+}
+
+static inline void *
+lean_malloc(PyMemAllocatorEx *alloc, size_t size)
+{
+    /* Untraced around the allocator, as on the general path: native
+       tracing must not see a C allocator's call made for this block. */
+    tm_untraced_depth++;
+    void *ptr = alloc->malloc(alloc->ctx, size);
+    tm_untraced_depth--;
+    return lean_trace(alloc, ptr, size);
+}
+
+static inline void *
+lean_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize)
+{
+    tm_untraced_depth++;
+    void *ptr = alloc->calloc(alloc->ctx, nelem, elsize);
+    tm_untraced_depth--;
+    return lean_trace(alloc, ptr, nelem * elsize);
+}
+
+/* Take out the trace of PTR (not NULL), which the GIL holder frees. */
+static inline void
+lean_untrace(void *ptr)
+{
+    _PyTraceMalloc_Node node;
+    size_t size;
+    _PyTraceMalloc_Lock();
+    fresh_forget(ptr);
+    if (store_remove_slot((uintptr_t)ptr, &node, &size, 1)
+        || store_remove_table(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
+                              &node, &size)) {
+        remember_removed(ptr, node);
+    }
+    _PyTraceMalloc_Unlock();
+}
+
 /* ---- hooks ------------------------------------------------------------ */
 
 /* The traced variants of the allocator API (Objects/obmalloc.c calls them
@@ -343,8 +437,8 @@ routed_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize)
     return ptr;
 }
 
-void *
-_PyTraceMalloc_MallocHook(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+Py_NO_INLINE static void *
+malloc_general(PyMemAllocatorEx *alloc, size_t size, int gil_held)
 {
     if (sample_interval()) {
         if (routed_skip(size)) {
@@ -353,6 +447,17 @@ _PyTraceMalloc_MallocHook(PyMemAllocatorEx *alloc, size_t size, int gil_held)
         return sampled_malloc(alloc, size, gil_held);
     }
     return exact_malloc(alloc, size, gil_held);
+}
+
+/* Flattened: the lean path inline, with nothing called on it but the
+   allocator (the general path and the slow lookups stay out of line). */
+__attribute__((flatten)) void *
+_PyTraceMalloc_MallocHook(PyMemAllocatorEx *alloc, size_t size, int gil_held)
+{
+    if (lean_on(gil_held)) {
+        return lean_malloc(alloc, size);
+    }
+    return malloc_general(alloc, size, gil_held);
 }
 
 Py_NO_INLINE static void *
@@ -365,9 +470,9 @@ exact_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
     return traced_result(alloc, ptr, nelem * elsize, gil_held);
 }
 
-void *
-_PyTraceMalloc_CallocHook(PyMemAllocatorEx *alloc, size_t nelem,
-                          size_t elsize, int gil_held)
+Py_NO_INLINE static void *
+calloc_general(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize,
+               int gil_held)
 {
     if (sample_interval()) {
         if (routed_skip(nelem * elsize)) {
@@ -376,6 +481,18 @@ _PyTraceMalloc_CallocHook(PyMemAllocatorEx *alloc, size_t nelem,
         return sampled_calloc(alloc, nelem, elsize, gil_held);
     }
     return exact_calloc(alloc, nelem, elsize, gil_held);
+}
+
+/* Flattened: the lean path inline, with nothing called on it but the
+   allocator (the general path and the slow lookups stay out of line). */
+__attribute__((flatten)) void *
+_PyTraceMalloc_CallocHook(PyMemAllocatorEx *alloc, size_t nelem,
+                          size_t elsize, int gil_held)
+{
+    if (lean_on(gil_held)) {
+        return lean_calloc(alloc, nelem, elsize);
+    }
+    return calloc_general(alloc, nelem, elsize, gil_held);
 }
 
 /* Forget PTR's trace, then free it: before the free, while its pool header
@@ -397,8 +514,8 @@ trace_remove(void *ptr, int gil_held)
     engine_leave(side);
 }
 
-void
-_PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
+Py_NO_INLINE static void
+free_general(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
 {
     if (ptr != NULL) {
         if (gil_held) {
@@ -409,6 +526,19 @@ _PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
         }
     }
     alloc->free(alloc->ctx, ptr);
+}
+
+/* Flattened: the lean path inline, with nothing called on it but the
+   allocator (the general path and the slow lookups stay out of line). */
+__attribute__((flatten)) void
+_PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
+{
+    if (lean_on(gil_held) && ptr != NULL) {
+        lean_untrace(ptr);
+        alloc->free(alloc->ctx, ptr);
+        return;
+    }
+    free_general(alloc, ptr, gil_held);
 }
 
 /* SAMPLED: 0 in exact mode; in sampling mode 1, or 2 when the caller has
@@ -517,10 +647,12 @@ _PyTraceMalloc_ReallocHook(PyMemAllocatorEx *alloc, void *ptr, size_t size,
 
 /* ---- objects ------------------------------------------------------------ */
 
-/* The re-trace proper of _PyTraceMalloc_NewReference(), out of line so
-   that its register saves are not paid by the new objects it skips. */
-Py_NO_INLINE static int
-retrace_object(uintptr_t ptr)
+/* The re-trace proper of _PyTraceMalloc_NewReference(), by the engine's
+   GIL holder: inline on the lean path, out of line on the general one
+   (retrace_object()), so that its register saves are not paid by the new
+   objects the general path skips. */
+static inline int
+retrace_gil(uintptr_t ptr)
 {
     int found = 0;
     _PyTraceMalloc_Lock();
@@ -552,6 +684,12 @@ retrace_object(uintptr_t ptr)
     return found ? 0 : -1;
 }
 
+Py_NO_INLINE static int
+retrace_object(uintptr_t ptr)
+{
+    return retrace_gil(ptr);
+}
+
 /* The re-trace for a thread of an interpreter with a GIL of its own
    (3.13): without the engine's GIL, its blocks are in the table (I1). */
 Py_NO_INLINE static int
@@ -578,23 +716,28 @@ retrace_object_foreign(uintptr_t ptr)
 
 /* Hottest path of all on numeric code: every object taken from a free
    list (floats, tuples, frames...) gets the current traceback. */
-int
+__attribute__((flatten)) int
 _PyTraceMalloc_NewReference(PyObject *op)
 {
     if (!_PyTraceMalloc_TRACING()) {
         return -1;
     }
     uintptr_t ptr = base_object_block(op);
-    if (sample_interval() && !sample_filter_hit((const void *)ptr)) {
-        return -1;      /* sampling mode: not a sampled block */
-    }
-    if (!base_on_engine_gil(_PyThreadState_GET())) {
-        return retrace_object_foreign(ptr);
+    /* Objects are made with a GIL held: under the lean guard's one GIL,
+       the engine's, in exact mode. */
+    int lean = lean_on(1);
+    if (!lean) {
+        if (sample_interval() && !sample_filter_hit((const void *)ptr)) {
+            return -1;      /* sampling mode: not a sampled block */
+        }
+        if (!base_on_engine_gil(_PyThreadState_GET())) {
+            return retrace_object_foreign(ptr);
+        }
     }
     if (ptr == fresh_block) {
         /* Traced a moment ago, here (see fresh_block). */
         fresh_block = 0;
         return 0;
     }
-    return retrace_object(ptr);
+    return lean ? retrace_gil(ptr) : retrace_object(ptr);
 }

@@ -1442,6 +1442,7 @@ _PyTraceMalloc_StopNative(void)
     native_maps_clear();
     __atomic_store_n(&nf_mode, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&nf_all, 0, __ATOMIC_RELAXED);
+    lean_update();
     engine_leave(side);
 }
 

@@ -360,6 +360,7 @@ _PyTraceMalloc_SetNativeFrames(int mode)
     __atomic_store_n(&nf_all, native_on
                               && mode == _PyTraceMalloc_NATIVE_FRAMES_ALL,
                      __ATOMIC_RELAXED);
+    lean_update();
     engine_leave(side);
     return 0;
 }

@@ -3,9 +3,12 @@
  *
  * The live totals change with every trace; the peak totals are copied from
  * them lazily, only for the nodes changed since the last copy (the dirty
- * list), at the first decrease after a new peak (I8).  Traces of the other
- * domains keep the same totals by (domain, node) in a small table.  Part of
- * the engine's translation unit (see tracemalloc_engine.h).
+ * list), at the first decrease after a new peak (I8).  The default domain
+ * keeps them by node id in two arrays: the 16-byte live record that every
+ * trace writes, and the peak and allocation totals that a commit or an
+ * allocation profile writes.  Traces of the other domains keep all of them
+ * by (domain, node) in a small table.  Part of the engine's translation
+ * unit (see tracemalloc_engine.h).
  */
 
 /* Room for the totals and the dirty flag of NEED node ids, so that a node
@@ -16,29 +19,43 @@ peak_reserve(size_t need)
     if (need <= tm.peak.dirty_cap) {
         return 0;
     }
+    /* Each array is kept when the next fails: a bigger one is harmless,
+       and dirty_cap only grows once all three have room. */
     _PyTraceMalloc_Node *dirty = realloc(tm.peak.dirty, need * sizeof(*dirty));
     if (dirty == NULL) {
         return -1;
     }
     tm.peak.dirty = dirty;
+    cct_node_live *live = realloc(tm.peak.live, need * sizeof(*live));
+    if (live == NULL) {
+        return -1;
+    }
+    memset(live + tm.peak.dirty_cap, 0,
+           (need - tm.peak.dirty_cap) * sizeof(*live));
+    tm.peak.live = live;
     cct_node_peak *peaks = realloc(tm.peak.peaks, need * sizeof(*peaks));
     if (peaks == NULL) {
-        return -1;      /* the bigger dirty list is kept: harmless */
+        return -1;
     }
     memset(peaks + tm.peak.dirty_cap, 0,
            (need - tm.peak.dirty_cap) * sizeof(*peaks));
-    tm.memory += (need - tm.peak.dirty_cap) * (sizeof(*dirty) + sizeof(*peaks));
+    tm.memory += (need - tm.peak.dirty_cap)
+                 * (sizeof(*dirty) + sizeof(*live) + sizeof(*peaks));
     tm.peak.peaks = peaks;
     tm.peak.dirty_cap = need;
     return 0;
 }
 
-static inline cct_totals *
-node_totals(_PyTraceMalloc_Node node, uint32_t **dirty)
+/* The totals of default-domain node ID as one record, for the readers. */
+static inline cct_totals
+node_totals_read(_PyTraceMalloc_Node id)
 {
-    cct_node_peak *p = &tm.peak.peaks[node];
-    *dirty = &p->dirty;
-    return &p->totals;
+    const cct_node_live *l = &tm.peak.live[id];
+    const cct_node_peak *p = &tm.peak.peaks[id];
+    return (cct_totals){
+        .live_size = l->size, .live_count = l->count & ~CCT_LIVE_DIRTY,
+        .peak_size = p->peak_size, .peak_count = p->peak_count,
+        .alloc_size = p->alloc_size, .alloc_count = p->alloc_count};
 }
 
 static size_t
@@ -150,21 +167,16 @@ domain_totals(unsigned int domain, _PyTraceMalloc_Node node, int create,
     return &tm.peak.domains[i].totals;
 }
 
+/* An entry of the other domains' totals changed. */
 static inline void
-mark_dirty(unsigned int domain, _PyTraceMalloc_Node node, uint32_t *dirty)
+mark_dirty_domain(cct_domain_totals *e)
 {
-    if (*dirty) {
+    if (e->dirty) {
         return;
     }
-    *dirty = 1;
-    if (domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
-        cct_domain_totals *e = (cct_domain_totals *)(
-            (char *)dirty - offsetof(cct_domain_totals, dirty));
-        tm.peak.domains_dirty[tm.peak.ndomains_dirty++] = (uint32_t)(e - tm.peak.domains);
-    }
-    else {
-        tm.peak.dirty[tm.peak.ndirty++] = node;
-    }
+    e->dirty = 1;
+    tm.peak.domains_dirty[tm.peak.ndomains_dirty++] =
+        (uint32_t)(e - tm.peak.domains);
 }
 
 /* Copy the live totals of every node changed since the last copy to its
@@ -173,11 +185,11 @@ Py_NO_INLINE static void
 peak_commit(void)
 {
     for (size_t i = 0; i < tm.peak.ndirty; i++) {
-        uint32_t *dirty;
-        cct_totals *t = node_totals(tm.peak.dirty[i], &dirty);
-        t->peak_size = t->live_size;
-        t->peak_count = t->live_count;
-        *dirty = 0;
+        _PyTraceMalloc_Node id = tm.peak.dirty[i];
+        cct_node_live *l = &tm.peak.live[id];
+        l->count &= ~CCT_LIVE_DIRTY;
+        tm.peak.peaks[id].peak_size = l->size;
+        tm.peak.peaks[id].peak_count = l->count;
     }
     tm.peak.ndirty = 0;
     for (size_t i = 0; i < tm.peak.ndomains_dirty; i++) {
@@ -202,9 +214,76 @@ peak_before_decrease(void)
     }
 }
 
+/* The live record of default-domain node NODE changes by SIZE bytes and
+   COUNT blocks (DELTA 1: added, -1: removed, after
+   peak_before_decrease()); the node goes on the dirty list the first
+   time.  The whole of exact mode's per-trace accounting (tm.peak.lean):
+   inline, with DELTA constant. */
+static inline void
+live_change(_PyTraceMalloc_Node node, uint64_t size, uint64_t count,
+            int delta)
+{
+    cct_node_live *l = &tm.peak.live[node];
+    uint64_t c = l->count;
+    if (delta > 0) {
+        l->size += size;
+        c += count;
+    }
+    else {
+        l->size -= size;
+        c -= count;
+    }
+    if (!(c & CCT_LIVE_DIRTY)) {
+        c |= CCT_LIVE_DIRTY;
+        tm.peak.dirty[tm.peak.ndirty++] = node;
+    }
+    l->count = c;
+}
+
+/* peak_account() off the lean path: sampling mode's estimates, the
+   allocation totals, the other domains. */
+Py_NO_INLINE static int
+peak_account_general(unsigned int domain, _PyTraceMalloc_Node node,
+                     size_t size, int delta)
+{
+    /* Sampling mode counts estimates (tracemalloc_sample.c). */
+    size_t units = acct_size(size);
+    uint64_t count = acct_count(size);
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        live_change(node, units, count, delta);
+        if (delta > 0 && tm.peak.allocations) {
+            tm.peak.peaks[node].alloc_size += units;
+            tm.peak.peaks[node].alloc_count += count;
+        }
+        return 0;
+    }
+    uint32_t *dirty;
+    cct_totals *t = domain_totals(domain, node, delta > 0, &dirty);
+    if (t == NULL) {
+        /* Removing cannot get here: the add created the totals. */
+        return -1;
+    }
+    if (delta > 0) {
+        t->live_size += units;
+        t->live_count += count;
+        if (tm.peak.allocations) {
+            t->alloc_size += units;
+            t->alloc_count += count;
+        }
+    }
+    else {
+        t->live_size -= units;
+        t->live_count -= count;
+    }
+    mark_dirty_domain((cct_domain_totals *)(
+        (char *)dirty - offsetof(cct_domain_totals, dirty)));
+    return 0;
+}
+
 /* A trace of SIZE naming (DOMAIN, NODE) is added (DELTA 1) or removed
    (DELTA -1, after peak_before_decrease()): 0, or -1 when out of memory
-   (another domain's first trace at NODE).  Inline with DELTA constant. */
+   (another domain's first trace at NODE).  Inline with DELTA constant:
+   exact mode's default domain is one live_change(). */
 static inline int
 peak_account(unsigned int domain, _PyTraceMalloc_Node node, size_t size,
              int delta)
@@ -213,33 +292,11 @@ peak_account(unsigned int domain, _PyTraceMalloc_Node node, size_t size,
     /* Benchmarks only (the cost of peak tracking): no peak snapshots. */
     return 0;
 #endif
-    uint32_t *dirty;
-    cct_totals *t;
-    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
-        t = node_totals(node, &dirty);
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN && tm.peak.lean) {
+        live_change(node, size, 1, delta);
+        return 0;
     }
-    else {
-        t = domain_totals(domain, node, delta > 0, &dirty);
-        if (t == NULL) {
-            /* Removing cannot get here: the add created the totals. */
-            return -1;
-        }
-    }
-    /* Sampling mode counts estimates (tracemalloc_sample.c). */
-    size_t units = acct_size(size);
-    uint64_t count = acct_count(size);
-    if (delta > 0) {
-        t->live_size += units;
-        t->live_count += count;
-        t->alloc_size += units;
-        t->alloc_count += count;
-    }
-    else {
-        t->live_size -= units;
-        t->live_count -= count;
-    }
-    mark_dirty(domain, node, dirty);
-    return 0;
+    return peak_account_general(domain, node, size, delta);
 }
 
 static inline int
@@ -256,13 +313,14 @@ peak_account_remove(unsigned int domain, _PyTraceMalloc_Node node,
 }
 
 /* A free-list object of the default domain is reused at the node that
-   its trace already names: only the allocation totals change. */
+   its trace already names: only the allocation totals change (the caller
+   checks that they are counted). */
 static inline void
 peak_account_alloc(_PyTraceMalloc_Node node, size_t size)
 {
-    cct_totals *t = &tm.peak.peaks[node].totals;
-    t->alloc_size += acct_size(size);
-    t->alloc_count += acct_count(size);
+    cct_node_peak *p = &tm.peak.peaks[node];
+    p->alloc_size += acct_size(size);
+    p->alloc_count += acct_count(size);
 }
 
 /* A trace of SIZE at (DOMAIN, NODE) that was counted as an allocation
@@ -277,10 +335,16 @@ peak_account_unalloc(unsigned int domain, _PyTraceMalloc_Node node,
 #ifdef PY_TRACEMALLOC_NO_PEAK
     return;
 #endif
+    if (!tm.peak.allocations) {
+        return;     /* not counted */
+    }
+    if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        tm.peak.peaks[node].alloc_size -= acct_size(size);
+        tm.peak.peaks[node].alloc_count -= acct_count(size);
+        return;
+    }
     uint32_t *dirty;
-    cct_totals *t = domain == _PyTraceMalloc_DEFAULT_DOMAIN
-                    ? node_totals(node, &dirty)
-                    : domain_totals(domain, node, 0, &dirty);
+    cct_totals *t = domain_totals(domain, node, 0, &dirty);
     if (t != NULL) {
         t->alloc_size -= acct_size(size);
         t->alloc_count -= acct_count(size);
@@ -322,7 +386,8 @@ totals_copy_unlocked(int which, _PyTraceMalloc_PeakGroup **groups,
     uint32_t nnodes = tm.peak.peaks != NULL ? tm.tree.nnodes : 0;
     size_t n = 0;
     for (uint32_t id = 0; id < nnodes; id++) {
-        n += totals_group(&tm.peak.peaks[id].totals, which, 0, id).count != 0;
+        cct_totals t = node_totals_read(id);
+        n += totals_group(&t, which, 0, id).count != 0;
     }
     if (tm.peak.domains != NULL) {
         for (size_t i = 0; i <= tm.peak.domains_mask; i++) {
@@ -337,9 +402,9 @@ totals_copy_unlocked(int which, _PyTraceMalloc_PeakGroup **groups,
     }
     size_t k = 0;
     for (uint32_t id = 0; id < nnodes; id++) {
+        cct_totals t = node_totals_read(id);
         _PyTraceMalloc_PeakGroup g = totals_group(
-            &tm.peak.peaks[id].totals, which, _PyTraceMalloc_DEFAULT_DOMAIN,
-            id);
+            &t, which, _PyTraceMalloc_DEFAULT_DOMAIN, id);
         if (g.count) {
             out[k++] = g;
         }
@@ -411,6 +476,7 @@ _PyTraceMalloc_AllocCopy(_PyTraceMalloc_PeakGroup **groups, size_t *count,
 static inline void
 peak_node_created(_PyTraceMalloc_Node id)
 {
+    memset(&tm.peak.live[id], 0, sizeof(tm.peak.live[id]));
     memset(&tm.peak.peaks[id], 0, sizeof(tm.peak.peaks[id]));
 }
 
@@ -421,6 +487,7 @@ static void
 peak_clear(void)
 {
     if (tm.peak.peaks != NULL) {
+        memset(tm.peak.live, 0, tm.peak.dirty_cap * sizeof(*tm.peak.live));
         memset(tm.peak.peaks, 0, tm.peak.dirty_cap * sizeof(*tm.peak.peaks));
     }
     tm.peak.ndirty = 0;
@@ -438,8 +505,10 @@ peak_clear(void)
 static void
 peak_release(void)
 {
+    free(tm.peak.live);
     free(tm.peak.peaks);
     free(tm.peak.dirty);
+    tm.peak.live = NULL;
     tm.peak.peaks = NULL;
     tm.peak.dirty = NULL;
     tm.peak.dirty_cap = 0;
@@ -449,7 +518,8 @@ static size_t
 peak_memory(void)
 {
     size_t memory = tm.peak.dirty_cap
-                    * (sizeof(*tm.peak.dirty) + sizeof(*tm.peak.peaks));
+                    * (sizeof(*tm.peak.dirty) + sizeof(*tm.peak.live)
+                       + sizeof(*tm.peak.peaks));
     if (tm.peak.domains != NULL) {
         memory += (tm.peak.domains_mask + 1)
                   * (sizeof(*tm.peak.domains)
@@ -474,7 +544,8 @@ static void
 peak_for_each_node(void (*visit)(uint32_t *node, void *arg), void *arg)
 {
     for (uint32_t id = 1; id < tm.tree.nnodes; id++) {
-        if (totals_kept(&tm.peak.peaks[id].totals)) {
+        cct_totals t = node_totals_read(id);
+        if (totals_kept(&t)) {
             uint32_t ref = id;
             visit(&ref, arg);
         }
@@ -503,14 +574,17 @@ peak_renumber(const uint32_t *remap, uint32_t old_count, uint32_t new_count,
 {
     for (uint32_t id = 1; id < old_count; id++) {
         if (remap[id] != 0) {
+            tm.peak.live[remap[id]] = tm.peak.live[id];
             tm.peak.peaks[remap[id]] = tm.peak.peaks[id];
         }
     }
+    memset(tm.peak.live + new_count, 0,
+           (old_count - new_count) * sizeof(*tm.peak.live));
     memset(tm.peak.peaks + new_count, 0,
            (old_count - new_count) * sizeof(*tm.peak.peaks));
     tm.peak.ndirty = 0;
     for (uint32_t id = 0; id < new_count; id++) {
-        if (tm.peak.peaks[id].dirty) {
+        if (tm.peak.live[id].count & CCT_LIVE_DIRTY) {
             tm.peak.dirty[tm.peak.ndirty++] = id;
         }
     }

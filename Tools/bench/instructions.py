@@ -63,6 +63,15 @@ WORKLOADS = {
         "x = a * b: a float from the free list, the previous one back to it",
         "a = 1.5; b = 2.25",
         "x = a * b"),
+    "float_lines": (
+        "x = a * b; y = a + b on two lines: each line's float re-traced at "
+        "another node than its last one (nbody's case)",
+        "a = 1.5; b = 2.25",
+        "x = a * b\n        y = a + b"),
+    "generator_resume": (
+        "x = next(g): a generator resumed, its float re-traced",
+        "g = _floats()",
+        "x = next(g)"),
     "small_object": (
         "x = new(): object(), a 16-byte pymalloc block",
         "new = object",
@@ -165,6 +174,13 @@ def _make():
     return object()
 
 
+def _floats():
+    a = 1.5
+    b = 2.25
+    while True:
+        yield a * b
+
+
 def _layout_padding(j):
     # Live blocks that shift where the measured loop's blocks land: the
     # fork's traced cost depends on addresses (its tables are keyed by
@@ -191,6 +207,7 @@ def child(names, small, big, layouts=1):
     namespace_base = {
         "repeat": itertools.repeat,
         "_make": _make,
+        "_floats": _floats,
         "_raw_malloc": proto_vp(address(ctypes.pythonapi.PyMem_RawMalloc)),
         "_raw_free": proto_none(address(ctypes.pythonapi.PyMem_RawFree)),
         # CDLL(None): the process's malloc(), the fork's interposers
