@@ -104,12 +104,13 @@ engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
     uint64_t misses, compactions;
     size_t entries;
     _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions, &entries);
-    return Py_BuildValue("{sIsKsKsnsisi}", "nodes", (unsigned int)nnodes,
+    return Py_BuildValue("{sIsKsKsnsisisi}", "nodes", (unsigned int)nnodes,
                          "cache_misses", (unsigned long long)misses,
                          "compactions", (unsigned long long)compactions,
                          "cache_entries", (Py_ssize_t)entries,
                          "asymmetric", _PyTraceMalloc_asymmetric,
-                         "blocks_exact", (int)_PyTraceMalloc_blocks_exact);
+                         "blocks_exact", (int)_PyTraceMalloc_blocks_exact,
+                         "lean", _PyTraceMalloc_LeanPaths());
 }
 
 /* A user allocator of the mem domain written on the public raw API, as

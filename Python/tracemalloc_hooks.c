@@ -245,17 +245,33 @@ fresh_block_pooled(size_t size, int gil_held)
    on the lean path as on the general one. */
 static int tm_lean;
 
+/* _TRACEMALLOC_GENERAL_PATH=1 in the environment keeps the lean paths off
+   for the process (tests: the differential and parity tests run both
+   ways); -1 until read. */
+static int lean_forced_off = -1;
+
 static void
 lean_update(void)
 {
+    if (lean_forced_off < 0) {
+        const char *v = getenv("_TRACEMALLOC_GENERAL_PATH");
+        lean_forced_off = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+    }
     /* Sampling under a user allocator routes every call to the hooks
        with the exact mode's word (sample_mode_word()): the interval
        tells. */
     int lean = _PyTraceMalloc_MODE() == _PyTraceMalloc_EXACT
                && tm.sample.interval == 0
                && base_one_gil()
-               && !__atomic_load_n(&nf_all, __ATOMIC_RELAXED);
+               && !__atomic_load_n(&nf_all, __ATOMIC_RELAXED)
+               && !lean_forced_off;
     __atomic_store_n(&tm_lean, lean, __ATOMIC_RELAXED);
+}
+
+int
+_PyTraceMalloc_LeanPaths(void)
+{
+    return _PyTraceMalloc_FILTER_LOAD(&tm_lean);
 }
 
 static inline int

@@ -403,6 +403,8 @@ extern uint32_t _PyTraceMalloc_caller_skew;
    then lie exactly at the caller's skew.  0 under a user's allocator,
    whose own header may shift them (see _PyTraceMalloc_PoolSlotCached()). */
 PyAPI_DATA(uint32_t) _PyTraceMalloc_blocks_exact;
+/* 1 while the hooks take the lean paths (tests). */
+PyAPI_FUNC(int) _PyTraceMalloc_LeanPaths(void);
 /* Called by PyMem_SetAllocator(): a user's allocator may be coming. */
 extern void _PyTraceMalloc_AllocatorChanged(int domain);
 

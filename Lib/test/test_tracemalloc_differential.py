@@ -82,6 +82,7 @@ import tempfile
 import unittest
 
 from test import support
+from test.support import os_helper
 
 
 def _load_fuzzer():
@@ -255,6 +256,22 @@ class DifferentialTest(unittest.TestCase):
             with self.subTest(seed=seed):
                 self.fuzz(seed, "sampling", labels=None, steps=steps,
                           native=True)
+
+
+class GeneralPathTest(DifferentialTest):
+    """The exact seeds again with the lean paths off
+    (_TRACEMALLOC_GENERAL_PATH=1, which the fuzzer's children inherit):
+    the general path, which the lean paths shortcut, must stay as exact
+    against pristine (sampling mode never takes the lean paths)."""
+
+    def fuzz(self, *args, **kwargs):
+        with os_helper.EnvironmentVarGuard() as env:
+            env["_TRACEMALLOC_GENERAL_PATH"] = "1"
+            super().fuzz(*args, **kwargs)
+
+    test_sampling_against_exact = None
+    test_allocation_totals_sampling = None
+    test_native_sampling = None
 
 
 if __name__ == "__main__":

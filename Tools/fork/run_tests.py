@@ -43,9 +43,11 @@ OURS = [
     "test.test_tracemalloc_clisound",  # issue 29: 2.13 2.14 2.16-2.18 2.20
     "test.test_tracemalloc_leaksound",  # issue 29: 2.1 2.5-2.8 2.15
     "test.test_tracemalloc_differential",  # issue 29: 3.1; skips w/o pristine
+    "test.test_tracemalloc_leanpath",  # the lean paths' guard, both paths
     "test.test_tracemalloc_verdicts",  # issue 29: 3.2 (verdict matrix)
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
+    "test_instruction_budgets", # Tools/fork/tests (callgrind)
     "test_bench_tools",         # Tools/fork/tests
     "test_python_link",
     "test.test_tracemalloc_stress",
