@@ -50,13 +50,19 @@ labels_in_use(void)
 
 /* The label set (a non-empty str, borrowed) of TSTATE's context, NULL
    when it has none.  Allocates nothing and takes no reference: the engine
-   lock is held.  TSTATE holds the GIL. */
+   lock is held.  TSTATE holds the GIL.  Labels are the main
+   interpreter's: another interpreter's thread has none.  It must not get
+   as far as the ContextVar's cache, keyed by a thread state's id and
+   context version, which count per interpreter: a subinterpreter's thread
+   state may have the pair of the main interpreter's thread that cached
+   the value. */
 static PyObject *
 context_label(PyThreadState *tstate)
 {
     PyContextVar *var = (PyContextVar *)tm.labels.var;
     PyContext *ctx = (PyContext *)tstate->context;
-    if (var == NULL || ctx == NULL) {
+    if (var == NULL || ctx == NULL
+        || !_Py_IsMainInterpreter(tstate->interp)) {
         return NULL;
     }
     PyObject *value;
