@@ -736,6 +736,20 @@ class LabelTaskTest(LabelTestCase):
         self.assertEqual(labels_of(snap, obj), {})
 
 
+def raw_functions_without_gil():
+    """PyMem_RawMalloc() called through ctypes with the GIL released (a
+    CDLL, not the PyDLL pythonapi), and PyMem_RawFree().  The malloc has no
+    argtypes: its int argument is passed as a C int, and the call makes no
+    Python object before the GIL is released (a converted argument would
+    be allocated with the GIL, in the calling frame)."""
+    ctypes = import_helper.import_module('ctypes')
+    raw_malloc = ctypes.CDLL(ctypes.pythonapi._name).PyMem_RawMalloc
+    raw_malloc.restype = ctypes.c_void_p
+    raw_free = ctypes.pythonapi.PyMem_RawFree
+    raw_free.restype, raw_free.argtypes = None, [ctypes.c_void_p]
+    return raw_malloc, raw_free
+
+
 SUBINTERPRETER_LABELS = """
 import threading, tracemalloc
 try:
@@ -818,6 +832,28 @@ for interp in interps:
 
 class LabelSoundnessTest(LabelTestCase):
     """Issue 43, section 1: labels that went to the wrong allocations."""
+
+    def test_allocation_without_gil_keeps_the_label(self):
+        # 1.1: an allocation without the GIL in a frame that a label
+        # switch unlinked linked it (it cannot read its context), and the
+        # allocations made with the GIL afterwards in the same frame lost
+        # the label.  Not marker(): a callee's frame is linked anew, with
+        # the label.
+        raw_malloc, raw_free = raw_functions_without_gil()
+        with tracemalloc.label(req="A"):
+            block = raw_malloc(64)
+            after = bytearray(123_457)
+        raw_free(block)
+        with tracemalloc.label(req="B"):
+            with tracemalloc.label(sub="C"):
+                block = raw_malloc(64)
+                nested = bytearray(123_465)
+            raw_free(block)
+            outer = bytearray(123_473)
+        snap = self.snapshot()
+        self.assertEqual(labels_of(snap, after), {'req': 'A'})
+        self.assertEqual(labels_of(snap, nested), {'req': 'B', 'sub': 'C'})
+        self.assertEqual(labels_of(snap, outer), {'req': 'B'})
 
     def test_subinterpreters_carry_no_labels(self):
         # 1.2: thread-state ids and context versions count per
