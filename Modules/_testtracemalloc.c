@@ -244,14 +244,58 @@ c_backed_free(void *ctx, void *ptr)
     free(ptr);
 }
 
+/* The raw allocator that c_backed_install() replaced, while installed. */
+static PyMemAllocatorEx c_backed_saved;
+static int c_backed_installed;
+
+static void
+c_backed_install(void)
+{
+    PyMemAllocatorEx alloc = {NULL, c_backed_malloc, c_backed_calloc,
+                              c_backed_realloc, c_backed_free};
+    PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &c_backed_saved);
+    PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &alloc);
+    c_backed_installed = 1;
+}
+
+static void
+c_backed_remove(void)
+{
+    PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &c_backed_saved);
+    c_backed_installed = 0;
+}
+
+PyDoc_STRVAR(set_c_backed_raw_allocator_doc,
+"set_c_backed_raw_allocator($module, on, /)\n--\n\n"
+"Install (ON true) or remove a user allocator of the raw domain built on\n"
+"malloc() and free().  While it is installed, every raw block is the C\n"
+"allocator's, and so must be every raw block freed: not for\n"
+"PYTHONMALLOC=debug (its raw blocks carry a header) nor mimalloc.");
+
+static PyObject *
+set_c_backed_raw_allocator(PyObject *module, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) {
+        return NULL;
+    }
+    if (on && !c_backed_installed) {
+        c_backed_install();
+    }
+    else if (!on && c_backed_installed) {
+        c_backed_remove();
+    }
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(c_backed_raw_allocation_doc,
 "c_backed_raw_allocation($module, count, size, measure, /)\n--\n\n"
-"Install a user allocator of the raw domain built on malloc() and free()\n"
-"(while tracing, if tracing is on), allocate COUNT blocks of SIZE bytes\n"
-"with PyMem_RawMalloc(), and return measure() then minus measure() before\n"
-"the allocator was installed; the blocks are freed and the allocator\n"
-"removed before returning.  Every raw block is then the C allocator's:\n"
-"not for PYTHONMALLOC=debug, whose raw blocks carry a header.");
+"With the allocator of set_c_backed_raw_allocator() installed (while\n"
+"tracing, if tracing is on), allocate COUNT blocks of SIZE bytes with\n"
+"PyMem_RawMalloc(), and return what measure() returns then minus what it\n"
+"returned before the allocator was installed.  The blocks are freed and\n"
+"the allocator removed before returning.  Not for PYTHONMALLOC=debug nor\n"
+"mimalloc (see set_c_backed_raw_allocator()).");
 
 static PyObject *
 c_backed_raw_allocation(PyObject *module, PyObject *args)
@@ -266,6 +310,10 @@ c_backed_raw_allocation(PyObject *module, PyObject *args)
                         "count must be in [1; 10**6], size in [1; 1 MiB]");
         return NULL;
     }
+    if (c_backed_installed) {
+        PyErr_SetString(PyExc_RuntimeError, "the allocator is installed");
+        return NULL;
+    }
     void **blocks = PyMem_RawCalloc((size_t)count, sizeof(void *));
     if (blocks == NULL) {
         return PyErr_NoMemory();
@@ -275,11 +323,7 @@ c_backed_raw_allocation(PyObject *module, PyObject *args)
         PyMem_RawFree(blocks);
         return NULL;
     }
-    PyMemAllocatorEx saved;
-    PyMemAllocatorEx alloc = {NULL, c_backed_malloc, c_backed_calloc,
-                              c_backed_realloc, c_backed_free};
-    PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &saved);
-    PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &alloc);
+    c_backed_install();
     int nomem = 0;
     for (Py_ssize_t i = 0; i < count && !nomem; i++) {
         blocks[i] = PyMem_RawMalloc((size_t)size);
@@ -289,7 +333,7 @@ c_backed_raw_allocation(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < count; i++) {
         PyMem_RawFree(blocks[i]);
     }
-    PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &saved);
+    c_backed_remove();
     PyMem_RawFree(blocks);
     PyObject *result = NULL;
     if (after != NULL) {
@@ -892,6 +936,8 @@ static PyMethodDef methods[] = {
      shifted_allocation_doc},
     {"c_backed_raw_allocation", c_backed_raw_allocation, METH_VARARGS,
      c_backed_raw_allocation_doc},
+    {"set_c_backed_raw_allocator", set_c_backed_raw_allocator, METH_O,
+     set_c_backed_raw_allocator_doc},
     {"check_consistency", check_consistency, METH_NOARGS,
      check_consistency_doc},
     {"fail_bookkeeping", fail_bookkeeping, METH_VARARGS,
