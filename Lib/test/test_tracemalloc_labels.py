@@ -739,8 +739,9 @@ class LabelTaskTest(LabelTestCase):
 def raw_functions_without_gil():
     """PyMem_RawMalloc() called through ctypes with the GIL released (a
     CDLL, not the PyDLL pythonapi), and PyMem_RawFree().  The malloc has no
-    argtypes: its int argument is passed as a C int, and the call makes no
-    Python object before the GIL is released (a converted argument would
+    argtypes: its int argument is passed as a C int.  Called with *ARGS, a
+    tuple made before, the call makes no Python object before the GIL is
+    released (a converted argument, or the tuple of the arguments, would
     be allocated with the GIL, in the calling frame)."""
     ctypes = import_helper.import_module('ctypes')
     raw_malloc = ctypes.CDLL(ctypes.pythonapi._name).PyMem_RawMalloc
@@ -840,13 +841,14 @@ class LabelSoundnessTest(LabelTestCase):
         # the label.  Not marker(): a callee's frame is linked anew, with
         # the label.
         raw_malloc, raw_free = raw_functions_without_gil()
+        args = (64,)
         with tracemalloc.label(req="A"):
-            block = raw_malloc(64)
+            block = raw_malloc(*args)
             after = bytearray(123_457)
         raw_free(block)
         with tracemalloc.label(req="B"):
             with tracemalloc.label(sub="C"):
-                block = raw_malloc(64)
+                block = raw_malloc(*args)
                 nested = bytearray(123_465)
             raw_free(block)
             outer = bytearray(123_473)
