@@ -214,6 +214,140 @@ raw_backed_allocation(PyObject *module, PyObject *arg)
                          result[3]);
 }
 
+/* A user allocator of the raw domain built on the C allocator, as an
+   embedding application installs one: its calls reach malloc() and the
+   rest, which native tracing interposes.  Tracing must record the block
+   the caller sees, once, not also the C allocator's block under it. */
+static void *
+c_backed_malloc(void *ctx, size_t size)
+{
+    return malloc(size ? size : 1);
+}
+
+static void *
+c_backed_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    if (nelem == 0 || elsize == 0) {
+        nelem = elsize = 1;
+    }
+    return calloc(nelem, elsize);
+}
+
+static void *
+c_backed_realloc(void *ctx, void *ptr, size_t size)
+{
+    return realloc(ptr, size ? size : 1);
+}
+
+static void
+c_backed_free(void *ctx, void *ptr)
+{
+    free(ptr);
+}
+
+/* The raw allocator that c_backed_install() replaced, while installed. */
+static PyMemAllocatorEx c_backed_saved;
+static int c_backed_installed;
+
+static void
+c_backed_install(void)
+{
+    PyMemAllocatorEx alloc = {NULL, c_backed_malloc, c_backed_calloc,
+                              c_backed_realloc, c_backed_free};
+    PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &c_backed_saved);
+    PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &alloc);
+    c_backed_installed = 1;
+}
+
+static void
+c_backed_remove(void)
+{
+    PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &c_backed_saved);
+    c_backed_installed = 0;
+}
+
+PyDoc_STRVAR(set_c_backed_raw_allocator_doc,
+"set_c_backed_raw_allocator($module, on, /)\n--\n\n"
+"Install (ON true) or remove a user allocator of the raw domain built on\n"
+"malloc() and free().  While it is installed, every raw block is the C\n"
+"allocator's, and so must be every raw block freed: not for\n"
+"PYTHONMALLOC=debug (its raw blocks carry a header) nor mimalloc.");
+
+static PyObject *
+set_c_backed_raw_allocator(PyObject *module, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) {
+        return NULL;
+    }
+    if (on && !c_backed_installed) {
+        c_backed_install();
+    }
+    else if (!on && c_backed_installed) {
+        c_backed_remove();
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(c_backed_raw_allocation_doc,
+"c_backed_raw_allocation($module, count, size, measure, /)\n--\n\n"
+"With the allocator of set_c_backed_raw_allocator() installed (while\n"
+"tracing, if tracing is on), allocate COUNT blocks of SIZE bytes with\n"
+"PyMem_RawMalloc(), and return what measure() returns then minus what it\n"
+"returned before the allocator was installed.  The blocks are freed and\n"
+"the allocator removed before returning.  Not for PYTHONMALLOC=debug nor\n"
+"mimalloc (see set_c_backed_raw_allocator()).");
+
+static PyObject *
+c_backed_raw_allocation(PyObject *module, PyObject *args)
+{
+    Py_ssize_t count, size;
+    PyObject *measure;
+    if (!PyArg_ParseTuple(args, "nnO", &count, &size, &measure)) {
+        return NULL;
+    }
+    if (count < 1 || count > 1000000 || size < 1 || size > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "count must be in [1; 10**6], size in [1; 1 MiB]");
+        return NULL;
+    }
+    if (c_backed_installed) {
+        PyErr_SetString(PyExc_RuntimeError, "the allocator is installed");
+        return NULL;
+    }
+    void **blocks = PyMem_RawCalloc((size_t)count, sizeof(void *));
+    if (blocks == NULL) {
+        return PyErr_NoMemory();
+    }
+    PyObject *before = PyObject_CallNoArgs(measure);
+    if (before == NULL) {
+        PyMem_RawFree(blocks);
+        return NULL;
+    }
+    c_backed_install();
+    int nomem = 0;
+    for (Py_ssize_t i = 0; i < count && !nomem; i++) {
+        blocks[i] = PyMem_RawMalloc((size_t)size);
+        nomem = blocks[i] == NULL;
+    }
+    PyObject *after = nomem ? NULL : PyObject_CallNoArgs(measure);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyMem_RawFree(blocks[i]);
+    }
+    c_backed_remove();
+    PyMem_RawFree(blocks);
+    PyObject *result = NULL;
+    if (after != NULL) {
+        result = PyNumber_Subtract(after, before);
+    }
+    else if (nomem) {
+        PyErr_NoMemory();
+    }
+    Py_DECREF(before);
+    Py_XDECREF(after);
+    return result;
+}
+
 /* A user allocator of the mem domain that wraps the one it replaces (for
    pymalloc: blocks in its pools) and shifts every block by a header of its
    own, so that the caller's pointer is not where a pool block starts. */
@@ -801,6 +935,10 @@ static PyMethodDef methods[] = {
      raw_backed_allocation_doc},
     {"shifted_allocation", shifted_allocation, METH_VARARGS,
      shifted_allocation_doc},
+    {"c_backed_raw_allocation", c_backed_raw_allocation, METH_VARARGS,
+     c_backed_raw_allocation_doc},
+    {"set_c_backed_raw_allocator", set_c_backed_raw_allocator, METH_O,
+     set_c_backed_raw_allocator_doc},
     {"check_consistency", check_consistency, METH_NOARGS,
      check_consistency_doc},
     {"fail_bookkeeping", fail_bookkeeping, METH_VARARGS,

@@ -304,11 +304,19 @@ _PyTraceMalloc_Fini(void)
    the mem and obj domains may now be shifted by a header of its own: from
    now on the hooks check each block's skew, like every other lookup (see
    _PyTraceMalloc_PoolSlotCached()).  A block traced before still lies at
-   the caller skew, so its free finds it the same way. */
+   the caller skew, so its free finds it the same way.  In the raw domain
+   too, as start() and clear_traces() decide when they find an allocator
+   of the user's in any domain (_PyTraceMalloc_PoolSlotsClear()): in
+   sampling mode the hooks must see every call, to raise the untraced
+   depth around the allocator, whose own calls (malloc(), which native
+   tracing interposes, or the public API) would otherwise be sampled
+   again.  Python's own raw allocator swaps (_PyMem_SetDefaultAllocator())
+   come here too, but outside of start-up and finalization only from
+   PyImport_ExtendInittab() and the path configuration's setters. */
 void
 _PyTraceMalloc_AllocatorChanged(int domain)
 {
-    if (domain == PYMEM_DOMAIN_RAW || !_PyTraceMalloc_TRACING()) {
+    if (!_PyTraceMalloc_TRACING()) {
         return;     /* the next start or clear computes it afresh */
     }
     PyThreadState *tstate;

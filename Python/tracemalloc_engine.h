@@ -453,6 +453,7 @@ static void generation_bump(void);
 static _PyTraceMalloc_Node label_parent(PyThreadState *tstate,
                                         _PyTraceMalloc_Node parent);
 static inline int labels_in_use(void);
+static inline int labels_unknown(PyThreadState *tstate);
 
 /* tracemalloc_peak.c */
 static int peak_reserve(size_t need);

@@ -331,8 +331,13 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
     _PyTraceMalloc_Node node = 0;
     int at_bottom = 1;
     /* With labels, only the running segment is linked (I13): the pending
-       frames up to the first one entered from C. */
+       frames up to the first one entered from C.  And none by a thread
+       that cannot read its context (no GIL): a link under its path's label
+       set would give that set to the frames' next allocations with the
+       GIL, after a label switch too.  Such a thread walks again at its next
+       allocation, until one with the GIL links the frames. */
     int labels = labels_in_use();
+    int unreadable = labels && labels_unknown(tstate);
     size_t segment = SIZE_MAX;
     while (f != NULL) {
         if ((f->tracemalloc_parent & ~(uint64_t)UINT32_MAX) == generation) {
@@ -370,8 +375,9 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
     while (!nomem && npending > 0) {
         f = pending[--npending];
         f->tracemalloc_last = LAST_NONE;
-        if (labels && npending > segment) {
-            /* An older segment: its node for the path, no link. */
+        if (labels && (npending > segment || unreadable)) {
+            /* An older segment, or no context to read: its node for the
+               path, no link. */
             f->tracemalloc_parent = 0;
             node = frame_node(node, f);
             nomem = node == UINT32_MAX;

@@ -22,7 +22,8 @@
  * on entry.  And a link made while walking up the stack
  * (current_node_slow()) links only the running segment, the frames above
  * the last one entered from C: the older ones may have run under another
- * context, and are linked when they run again.
+ * context, and are linked when they run again.  A walk by a thread that
+ * cannot read its context (it released the GIL) links no frame at all.
  *
  * Cost: nothing per allocation; a label node per label set per call path
  * (the first allocation after a switch); when no label was ever entered,
@@ -50,13 +51,19 @@ labels_in_use(void)
 
 /* The label set (a non-empty str, borrowed) of TSTATE's context, NULL
    when it has none.  Allocates nothing and takes no reference: the engine
-   lock is held.  TSTATE holds the GIL. */
+   lock is held.  TSTATE holds the GIL.  Labels are the main
+   interpreter's: another interpreter's thread has none.  It must not get
+   as far as the ContextVar's cache, keyed by a thread state's id and
+   context version, which count per interpreter: a subinterpreter's thread
+   state may have the pair of the main interpreter's thread that cached
+   the value. */
 static PyObject *
 context_label(PyThreadState *tstate)
 {
     PyContextVar *var = (PyContextVar *)tm.labels.var;
     PyContext *ctx = (PyContext *)tstate->context;
-    if (var == NULL || ctx == NULL) {
+    if (var == NULL || ctx == NULL
+        || !_Py_IsMainInterpreter(tstate->interp)) {
         return NULL;
     }
     PyObject *value;
@@ -78,16 +85,27 @@ context_label(PyThreadState *tstate)
     return value;
 }
 
+/* Are the labels of TSTATE (not NULL), a thread of the main interpreter,
+   unknown to the calling thread: is TSTATE not its attached thread state
+   with the engine's GIL held?  So a thread that released the GIL (the raw
+   domain, a native call), which cannot read its context.  A thread of
+   another interpreter has none (context_label()). */
+static inline int
+labels_unknown(PyThreadState *tstate)
+{
+    return _Py_IsMainInterpreter(tstate->interp)
+           && (tstate != _PyThreadState_GET() || !_PyTraceMalloc_HoldsGIL());
+}
+
 /* PARENT, or a label node under it if TSTATE's context has another label
    set than PARENT's path (I13); UINT32_MAX when out of memory.  For the
    frame being linked under PARENT, which runs in that context now.  A
-   thread without the GIL cannot read its context: its links keep their
-   path's label set. */
+   thread without the GIL cannot read its context: PARENT is kept, and
+   current_node_slow() does not link such frames. */
 static _PyTraceMalloc_Node
 label_parent(PyThreadState *tstate, _PyTraceMalloc_Node parent)
 {
-    if (tstate == NULL || tstate != _PyThreadState_GET()
-        || !_PyTraceMalloc_HoldsGIL()) {
+    if (tstate == NULL || labels_unknown(tstate)) {
         return parent;
     }
     int nomem = 0;

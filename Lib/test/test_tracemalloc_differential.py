@@ -70,6 +70,21 @@ middle (traced [1, 69632], held [2, 32768]), seed 28 pages unmapped at a
 mapping's end (traced 8192, held 4096).  NATIVE_SAMPLING_SEEDS estimate
 kept C blocks (malloc() in a list comprehension) with the rest.
 
+Issue 43's cases (edges): the seeds of EDGE_EXACT_SEEDS run labelled
+programs with two more kinds of steps: a raw allocation without the GIL
+(ctypes, no argument made in the label) as a frame's first allocation in
+a label, before an object made with the GIL in the same frame, which must
+have the label's set; and a subinterpreter (sharing the GIL) run in a
+label, from the main thread or a thread of its own, until an exec's
+thread-state id reaches the labelled thread's, whose objects must carry
+no label.  On the engine before the fixes of issue 43 (0e7075c), seeds 0
+and 2 mismatch on the first (o1: '' != [["b","2"]]), 5 and 6 on the
+second (subinterpreter (thread state 2): [["a","/x"]]).  The seeds of
+EDGE_SAMPLING_SEEDS, sampled and native, keep raw blocks made through a
+raw allocator built on malloc() installed while tracing (and removed on
+the same line): before the fix, seed 2 estimated such a line at 37.7 MB
+(exact 20.8 MB, z = 14.6), seed 9 at 28.3 MB (z = 66.6).
+
 A seed that mismatches on the engine of today fails its test with the
 seed, the shrunk list of steps and the diff.
 """
@@ -126,12 +141,21 @@ LABEL_EXACT_SEEDS = [(13, 25), (22, 25), (15, 25)]
 # seed draws them
 NATIVE_EXACT_SEEDS = [(12, 25), (28, 25)]
 NATIVE_SAMPLING_SEEDS = [(0, 24), (5, 24)]
+# issue 43's cases (edges): (seed, steps); labelled exact programs with
+# allocations without the GIL in labels (1.1) and subinterpreters in labels
+# (1.2), sampled native programs with a raw allocator built on malloc()
+# installed while tracing (1.3)
+EDGE_EXACT_SEEDS = [(0, 25), (2, 25), (5, 25), (6, 25)]
+EDGE_SAMPLING_SEEDS = [(2, 24), (9, 24)]
 
 
 class Args:
     def __init__(self, mode, pristine=None, pythonmalloc=None,
-                 allocations=None, steps=12, labels=False, native=False):
+                 allocations=None, steps=12, labels=False, native=False,
+                 edges=False):
         self.mode = mode
+        # False: the programs of the seeds above stay what they were
+        self.edges = edges
         # False: the programs of the seeds above stay what they were
         self.native = native
         # False: the programs of the seeds above stay what they were
@@ -178,9 +202,10 @@ def _allocations_supported():
 class DifferentialTest(unittest.TestCase):
 
     def fuzz(self, seed, mode, pristine=None, pythonmalloc=None,
-             allocations=None, steps=12, labels=False, native=False):
+             allocations=None, steps=12, labels=False, native=False,
+             edges=False):
         args = Args(mode, pristine, pythonmalloc, allocations, steps, labels,
-                    native)
+                    native, edges)
         with tempfile.TemporaryDirectory(prefix="fuzzdiff") as tmpdir:
             report = FUZZ.fuzz_one(seed, args, tmpdir)
         if report is not None:
@@ -256,6 +281,29 @@ class DifferentialTest(unittest.TestCase):
             with self.subTest(seed=seed):
                 self.fuzz(seed, "sampling", labels=None, steps=steps,
                           native=True)
+
+    def test_edges_exact(self):
+        pristine, why = _pristine()
+        if pristine is None:
+            self.skipTest(f"no pristine CPython to compare with: {why}")
+        import tracemalloc
+        if not hasattr(tracemalloc, "label"):
+            self.skipTest("the engine has no labels")
+        for seed, steps in EDGE_EXACT_SEEDS:
+            with self.subTest(seed=seed):
+                self.fuzz(seed, "exact", pristine, labels=True, steps=steps,
+                          edges=True)
+
+    def test_edges_sampling(self):
+        if FUZZ is None:
+            self.skipTest("Tools/fork/fuzz_differential.py not found")
+        import tracemalloc
+        if not hasattr(tracemalloc, "NATIVE_DOMAIN"):
+            self.skipTest("the engine has no native domain")
+        for seed, steps in EDGE_SAMPLING_SEEDS:
+            with self.subTest(seed=seed):
+                self.fuzz(seed, "sampling", labels=None, steps=steps,
+                          native=True, edges=True)
 
 
 class GeneralPathTest(DifferentialTest):

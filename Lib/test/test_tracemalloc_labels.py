@@ -19,7 +19,7 @@ import threading
 import tracemalloc
 import unittest
 
-from test.support import import_helper
+from test.support import import_helper, script_helper
 
 _testtracemalloc = import_helper.import_module('_testtracemalloc')
 
@@ -734,6 +734,146 @@ class LabelTaskTest(LabelTestCase):
             self.assertIsInstance(cm.unraisable.exc_value, RuntimeError)
         snap = self.snapshot()
         self.assertEqual(labels_of(snap, obj), {})
+
+
+def raw_functions_without_gil():
+    """PyMem_RawMalloc() called through ctypes with the GIL released (a
+    CDLL, not the PyDLL pythonapi), and PyMem_RawFree().  The malloc has no
+    argtypes: its int argument is passed as a C int.  Called with *ARGS, a
+    tuple made before, the call makes no Python object before the GIL is
+    released (a converted argument, or the tuple of the arguments, would
+    be allocated with the GIL, in the calling frame)."""
+    ctypes = import_helper.import_module('ctypes')
+    raw_malloc = ctypes.CDLL(ctypes.pythonapi._name).PyMem_RawMalloc
+    raw_malloc.restype = ctypes.c_void_p
+    raw_free = ctypes.pythonapi.PyMem_RawFree
+    raw_free.restype, raw_free.argtypes = None, [ctypes.c_void_p]
+    return raw_malloc, raw_free
+
+
+SUBINTERPRETER_LABELS = """
+import threading, tracemalloc
+try:
+    import _interpreters as interpreters
+    def create(kind):
+        return interpreters.create(interpreters.new_config(kind))
+    def run(interp, code):
+        interpreters.exec(interp, code)
+    KINDS = ['legacy', 'isolated']
+except ImportError:
+    import _xxsubinterpreters as interpreters
+    def create(kind):
+        return interpreters.create()
+    def run(interp, code):
+        interpreters.run_string(interp, code)
+    KINDS = ['legacy']
+# A context of its own (a ContextVar set), then a new frame linked under
+# the running one: the engine reads the context's labels.
+CODE = '''
+import contextvars
+contextvars.ContextVar('x').set(1)
+def f():
+    return bytearray(%d)
+globals()['kept%d'] = f()
+'''
+# Isolated interpreters never read the labels (their threads hold a GIL
+# of their own) and are slower to enter: a few execs show that.
+EXECS = {'legacy': 64, 'isolated': 4}
+tracemalloc.start(25)
+sizes = {}
+size = [200_003]
+interps = []
+
+def execs(kind, where):
+    # Each exec has a thread state of its own: their ids go past the
+    # labelled thread's.
+    interp = create(kind)
+    interps.append(interp)
+    for i in range(EXECS[kind]):
+        size[0] += 8
+        run(interp, CODE % (size[0], i))
+        sizes[f'{kind} from the {where} {i}'] = size[0]
+
+def labelled_thread(kind):
+    with tracemalloc.label(who='main'):
+        execs(kind, 'labelled thread')
+
+def other_thread(kind):
+    inside, done = threading.Event(), threading.Event()
+    def labelled():
+        with tracemalloc.label(who='main'):
+            inside.set()
+            done.wait()
+    t = threading.Thread(target=labelled)
+    t.start()
+    inside.wait()
+    u = threading.Thread(target=execs, args=(kind, 'other thread'))
+    u.start()
+    u.join()
+    done.set()
+    t.join()
+
+with tracemalloc.label(who='main'):
+    mine = bytearray(size[0])
+    sizes['main'] = size[0]
+for kind in KINDS:
+    with tracemalloc.label(who='main'):
+        execs(kind, 'main thread')
+    t = threading.Thread(target=labelled_thread, args=(kind,))
+    t.start()
+    t.join()
+    other_thread(kind)
+snapshot = tracemalloc.take_snapshot(labels=True)
+for name, size in sizes.items():
+    print(name, [t.labels for t in snapshot.traces if t.size == size + 1])
+for interp in interps:
+    interpreters.destroy(interp)
+"""
+
+
+class LabelSoundnessTest(LabelTestCase):
+    """Issue 43, section 1: labels that went to the wrong allocations."""
+
+    def test_allocation_without_gil_keeps_the_label(self):
+        # 1.1: an allocation without the GIL in a frame that a label
+        # switch unlinked linked it (it cannot read its context), and the
+        # allocations made with the GIL afterwards in the same frame lost
+        # the label.  Not marker(): a callee's frame is linked anew, with
+        # the label.
+        raw_malloc, raw_free = raw_functions_without_gil()
+        args = (64,)
+        with tracemalloc.label(req="A"):
+            block = raw_malloc(*args)
+            after = bytearray(123_457)
+        raw_free(block)
+        with tracemalloc.label(req="B"):
+            with tracemalloc.label(sub="C"):
+                block = raw_malloc(*args)
+                nested = bytearray(123_465)
+            raw_free(block)
+            outer = bytearray(123_473)
+        snap = self.snapshot()
+        self.assertEqual(labels_of(snap, after), {'req': 'A'})
+        self.assertEqual(labels_of(snap, nested), {'req': 'B', 'sub': 'C'})
+        self.assertEqual(labels_of(snap, outer), {'req': 'B'})
+
+    def test_subinterpreters_carry_no_labels(self):
+        # 1.2: thread-state ids and context versions count per
+        # interpreter, and the label ContextVar's cache is keyed by them: a
+        # subinterpreter's thread state with the pair of the labelled
+        # thread got its labels, whichever thread ran the subinterpreter.
+        # In a child: an isolated interpreter changes the engine lock's
+        # mode for the process.
+        try:
+            import_helper.import_module('_interpreters')
+        except unittest.SkipTest:
+            import_helper.import_module('_xxsubinterpreters')
+        res = script_helper.assert_python_ok("-c", SUBINTERPRETER_LABELS)
+        lines = res.out.decode().splitlines()
+        self.assertEqual(lines[0], "main [{'who': 'main'}]")
+        self.assertGreaterEqual(len(lines), 3 * 64 + 1)
+        wrong = [line for line in lines[1:] if not line.endswith(" [{}]")]
+        self.assertEqual(wrong, [])
 
 
 class SampledLabelTest(LabelTestCase):

@@ -1350,6 +1350,39 @@ class SamplingTest(unittest.TestCase):
         """)
         self.assertEqual(out.split(), ["True"] * 4)
 
+    def test_raw_user_allocator_installed_while_tracing(self):
+        # Issue 43, 1.3: a user allocator of the raw domain built on the C
+        # allocator, installed while tracing native memory sampled: the
+        # inline entry points called it without raising the untraced
+        # depth, and the interposers sampled its malloc() calls again
+        # (20,000 blocks of 1000 bytes were estimated at 36 MB).  The
+        # mean of 5 seeds is within 6 of its standard deviations of the
+        # exact count, which must be the blocks' size.
+        out = run("""
+            import math, _testtracemalloc
+            COUNT, SIZE, INTERVAL, SEEDS = 20000, 1000, 65536, 5
+            def measure():
+                return tracemalloc.get_traced_memory()[0]
+            tracemalloc.start(1, native=True)
+            exact = _testtracemalloc.c_backed_raw_allocation(COUNT, SIZE,
+                                                             measure)
+            tracemalloc.stop()
+            estimates = []
+            for seed in range(1, SEEDS + 1):
+                tracemalloc.start(1, native=True, sample=INTERVAL)
+                _tracemalloc._set_sample_seed(seed)
+                estimates.append(_testtracemalloc.c_backed_raw_allocation(
+                    COUNT, SIZE, measure))
+                tracemalloc.stop()
+            true = COUNT * SIZE
+            p = -math.expm1(-SIZE / INTERVAL)
+            sd = SIZE / p * math.sqrt(COUNT * p * (1 - p)) / math.sqrt(SEEDS)
+            mean = sum(estimates) / SEEDS
+            print(true <= exact < true + 100000, abs(mean - exact) < 6 * sd,
+                  exact, mean, sd)
+        """, env={"PYTHONMALLOC": "malloc"})
+        self.assertEqual(out.split()[:2], ["True", "True"], out)
+
 
 class NativeReviewTest(unittest.TestCase):
     """The wrong answers of the adversarial review of the native domain

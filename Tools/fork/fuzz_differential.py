@@ -74,6 +74,21 @@ Python domains are compared with pristine as in every program.  Sampling
 programs add lines that keep C blocks (malloc() in a list comprehension),
 estimated with the rest of their line.
 
+Issue 43's cases ("edges").  A share of the programs (EDGES_SHARE, drawn
+apart; --edges on/off overrides) add, when they are labelled, steps with
+a raw allocation without the GIL as the first allocation of a frame in a
+label (its argument made before the label, no argtypes), followed in the
+same frame by an object that must have the label's set; and steps that
+run a subinterpreter (sharing the GIL, made and destroyed in the step) in
+a label, from the main thread or from a thread of its own, again and again
+until an exec's thread-state id reaches the labelled thread's, each exec
+asking the fork for the labels of an object it made in a new frame of a
+context of its own: none (SUBERR, checked with the labels).  Sampled
+native programs add lines that keep raw blocks made through a raw
+allocator built on malloc() (_testtracemalloc.set_c_backed_raw_allocator())
+installed while tracing and removed on the same line: estimated with the
+rest of their line, counted once (not also as native blocks).
+
 Allocation totals (issue 33).  A share of the programs (ALLOC_SHARE,
 drawn from the seed apart from the program, so that the others are what
 they were before; --allocations on/off overrides) start tracing with
@@ -160,6 +175,8 @@ Z_BOUND = 6.0
 ALLOC_SHARE = 0.4      # programs run with start(allocations=True)
 LABEL_SHARE = 0.3      # programs whose object steps run in label()s
 NATIVE_SHARE = 0.3     # programs run with start(native=True) and C calls
+EDGES_SHARE = 0.5      # programs with issue 43's cases (when labelled or
+                       # sampled native)
 TIMEOUT = 60
 
 SIZES = [0, 1, 8, 16, 24, 56, 64, 100, 255, 256, 500, 511, 512, 513, 1000,
@@ -259,6 +276,81 @@ class _NoLabel:
         return False
 LBL = (tracemalloc.label if LABELS and hasattr(tracemalloc, "label")
        else _NoLabel)
+# Issue 43 (FUZZ_EDGES=1): the cases that a label or a sampled estimate got
+# wrong.  _sub_labels() makes a subinterpreter (sharing the GIL) and runs
+# it again and again from the calling thread, until the thread state of an
+# exec has this thread's id (thread-state ids count per interpreter; the
+# label ContextVar's cache is keyed by them): each exec makes an object in
+# a new frame of a context of its own, and asks the engine for its labels
+# (the fork's _get_object_labels(); pristine has none), which must be
+# none, whatever label this thread is in.  The answers come back through a
+# pipe; SUBERR keeps the wrong ones, checked with the labels.  The
+# subinterpreter is destroyed before the step ends (a fork child of a
+# process with one fails).  _RAWC: the raw blocks are the C allocator's,
+# so that _testtracemalloc's raw allocator built on malloc() may be
+# installed.
+EDGES = os.environ.get("FUZZ_EDGES") == "1"
+SUBERR = []
+_si = None
+if EDGES:
+    try:
+        import _interpreters as _si
+        _SUBNEW = lambda: _si.create(_si.new_config("legacy"))
+        _SUBRUN = _si.exec
+    except ImportError:
+        try:
+            import _xxsubinterpreters as _si
+            _SUBNEW = _si.create
+            _SUBRUN = _si.run_string
+        except ImportError:
+            pass
+    _SUBR, _SUBW = os.pipe()
+    for _f in (api.PyThreadState_Get, api.PyThreadState_GetID):
+        _f.restype = ctypes.c_void_p
+    api.PyThreadState_GetID.argtypes = [ctypes.c_void_p]
+_SUBCODE = """
+import contextvars, ctypes, os
+contextvars.ContextVar('x').set(1)
+def f():
+    return bytearray(100)
+o = f()
+try:
+    import _tracemalloc
+    g = _tracemalloc._get_object_labels(o)
+except (ImportError, AttributeError):
+    g = None
+api = ctypes.pythonapi
+for _f in (api.PyThreadState_Get, api.PyThreadState_GetID):
+    _f.restype = ctypes.c_void_p
+api.PyThreadState_GetID.argtypes = [ctypes.c_void_p]
+os.write(%d, repr((api.PyThreadState_GetID(api.PyThreadState_Get()),
+                   g)).encode() + b"\\n")
+"""
+
+def _sub_labels():
+    if _si is None:
+        return
+    me = api.PyThreadState_GetID(api.PyThreadState_Get())
+    last = 0
+    interp = _SUBNEW()
+    for _ in range(200):
+        _SUBRUN(interp, _SUBCODE % _SUBW)
+        tsid, got = eval(os.read(_SUBR, 4096))
+        if got not in (None, ""):
+            SUBERR.append(f"subinterpreter (thread state {tsid}): {got}")
+        if tsid >= me or tsid <= last:
+            break
+        last = tsid
+    _si.destroy(interp)
+_RAWC = False
+for _m in ("_testinternalcapi", "_testcapi"):        # 3.13, 3.11
+    try:
+        _RAWC = (hasattr(_ttm, "set_c_backed_raw_allocator")
+                 and __import__(_m).pymem_getallocatorsname()
+                 in ("pymalloc", "malloc"))
+        break
+    except (ImportError, AttributeError, RuntimeError):
+        pass
 # Native memory (issue 32): with FUZZ_NATIVE=1 the program starts tracing
 # with native=True where the engine has it (pristine runs the same program
 # without), and calls the C library's allocators through ctypes (the GIL
@@ -639,6 +731,8 @@ def _label_errors():
             if got is not None and got != text:
                 errors.append(f"{n}: {got} != {text}")
                 break
+    errors += SUBERR
+    SUBERR.clear()
     return errors
 
 def END():
@@ -676,7 +770,7 @@ class Gen:
     things."""
 
     def __init__(self, seed, mode, allocations=None, labels=None,
-                 native=None):
+                 native=None, edges=None):
         self.rng = random.Random(seed)
         self.mode = mode
         # allocations=True in a share of the programs, drawn apart so that
@@ -695,6 +789,14 @@ class Gen:
             native = (random.Random(f"native {seed}").random()
                       < NATIVE_SHARE)
         self.native = native
+        # the cases of issue 43 in a share of the programs, drawn apart as
+        # well: in labelled programs, allocations without the GIL in labels
+        # and subinterpreters under labels; in sampled native programs, a
+        # raw allocator built on malloc() installed while tracing
+        if edges is None:
+            edges = (random.Random(f"edges {seed}").random()
+                     < EDGES_SHARE)
+        self.edges = edges
         self.nblocks = {}       # name -> ("heap", size), ("map", pages) or
                                 # ("holed", pages): a mapping with holes
         self.n = 0
@@ -829,6 +931,37 @@ class Gen:
         else:
             body.append(f"H[{name!r}] = {self.make_expr()}")
         return self.labelled(name, body)
+
+    def s_label_nogil(self):
+        """Issue 43, 1.1: in a label, a frame's first allocation made
+        without the GIL (PyMem_RawMalloc() through ctypes, its argument
+        made before the label), then an object made in the same frame
+        with the GIL, which must have the label's set."""
+        name = self.name("o")
+        self.objs.add(name)
+        block = self.name("b")
+        size = self.size()
+        self.blocks[block] = ("raw", size)
+        k = self.min_items(self.rng.choice([1, 4, 30]))
+        body = [f"B[{block!r}] = F['nogil', 'PyMem_Raw', 'Malloc'](*_t)",
+                f"H[{name!r}] = [A] * {k}"]
+        # The block's key first: in the label, a dict of the fork's
+        # label() can be in the dict free list where pristine's stand-in
+        # left none, and a second new key would take it.
+        return ([f"_t = ({size},); B[{block!r}] = 0"]
+                + self.labelled(name, body))
+
+    def s_sub_labels(self):
+        """Issue 43, 1.2: a subinterpreter run in a label, from the
+        labelled thread (the main one, or a thread of its own), whose
+        allocations must carry no label."""
+        k = self.rng.choice(["a", "route"])
+        v = self.rng.choice(["1", "/x"])
+        if self.rng.random() < 0.5:
+            return [f"with LBL({k}={v!r}):", "    _sub_labels()"]
+        fn = self.name("_sl")
+        return [f"def {fn}():", f"    with LBL({k}={v!r}):",
+                "        _sub_labels()", f"Th({fn})"]
 
     def labelled(self, name, body):
         # In a label, sometimes nested; the objects of a made-up callee
@@ -1161,6 +1294,8 @@ class Gen:
 
     NATIVE_STEPS = [("s_native", 10), ("s_nthread", 2)]
 
+    EDGE_LABEL_STEPS = [("s_label_nogil", 4), ("s_sub_labels", 2)]
+
     ALLOC_STEPS = [("s_tcall", 10), ("s_track", 3), ("s_treuse", 4),
                    ("s_tthread", 2), ("s_tfork", 1), ("s_paths", 2)]
 
@@ -1176,7 +1311,9 @@ class Gen:
         steps = [self.s_start()]
         table = (self.STEPS + (self.ALLOC_STEPS if self.alloc else [])
                  + ([("s_labelled", 6)] if self.labels else [])
-                 + (self.NATIVE_STEPS if self.native else []))
+                 + (self.NATIVE_STEPS if self.native else [])
+                 + (self.EDGE_LABEL_STEPS if self.labels and self.edges
+                    else []))
         names = [n for n, w in table for _ in range(w)]
         for _ in range(nsteps - 1):
             steps.append(getattr(self, self.rng.choice(names))())
@@ -1207,6 +1344,9 @@ class Gen:
         for _ in range(nsteps):
             if self.alloc and self.rng.random() < 0.4:
                 steps.append(self.sampling_tallied())
+                continue
+            if self.edges and self.native and self.rng.random() < 0.2:
+                steps.append(self.raw_user_allocator())
                 continue
             r = self.rng.random()
             if r < 0.05:
@@ -1244,6 +1384,17 @@ class Gen:
                               "HITS[0] += (_r[0] is not None) + (_r[2] is not None); "
                               "HITS[1] += (_r[1] is not None) + (_r[3] is not None)"])
         return steps
+
+    def raw_user_allocator(self):
+        """Issue 43, 1.3: raw blocks, kept, made through a raw allocator
+        built on malloc() that is installed while tracing (and removed
+        again on the same line): counted once, not also as the native
+        blocks of its malloc() calls."""
+        n, s = self.rng.choice([(20000, 1000), (5000, 4000)])
+        return [f"_RAWC and _ttm.set_c_backed_raw_allocator(True); "
+                f"H[{self.name('u')!r}] = "
+                f"[api.PyMem_RawMalloc({s}) for i in range({n})]; "
+                f"_RAWC and _ttm.set_c_backed_raw_allocator(False)"]
 
     def sampling_tallied(self):
         """Many allocations on one tallied line, for the estimates of the
@@ -1534,13 +1685,16 @@ def fuzz_one(seed, args, tmpdir):
     """Return a report of a mismatch for *seed*, or None."""
     env_extra = {}
     gen = Gen(seed, args.mode, getattr(args, "allocations", None),
-              getattr(args, "labels", None), getattr(args, "native", None))
+              getattr(args, "labels", None), getattr(args, "native", None),
+              getattr(args, "edges", None))
     if gen.alloc:
         env_extra["FUZZ_ALLOC"] = "1"
     if gen.labels:
         env_extra["FUZZ_LABELS"] = "1"
     if gen.native:
         env_extra["FUZZ_NATIVE"] = "1"
+    if gen.edges:
+        env_extra["FUZZ_EDGES"] = "1"
     if args.mode == "exact":
         steps = gen.exact_program(args.steps)
         alloc = args.pythonmalloc or gen.pythonmalloc
@@ -1567,7 +1721,8 @@ def fuzz_one(seed, args, tmpdir):
             + (f" sample {sample}" if args.mode == "sampling" else "")
             + (" allocations=True" if gen.alloc else "")
             + (" labels" if gen.labels else "")
-            + (" native" if gen.native else ""),
+            + (" native" if gen.native else "")
+            + (" edges" if gen.edges else ""),
             "steps:"]
     for k, step in enumerate(steps):
         text.append(f"  [{k}] " + "; ".join(step))
@@ -1616,15 +1771,23 @@ def main(argv=None):
                    help="start(native=True), C allocations through ctypes "
                         "and the check of the native domain: as the seed "
                         "draws it, always or never")
+    p.add_argument("--edges", choices=["seed", "on", "off"],
+                   default="seed",
+                   help="issue 43's cases (allocations without the GIL in "
+                        "labels, subinterpreters in labels, a raw allocator "
+                        "built on malloc() installed while tracing native "
+                        "memory sampled): as the seed draws it, always or "
+                        "never")
     args = p.parse_args(argv)
     args.allocations = {"seed": None, "on": True, "off": False}[
         args.allocations]
     args.labels = {"seed": None, "on": True, "off": False}[args.labels]
     args.native = {"seed": None, "on": True, "off": False}[args.native]
+    args.edges = {"seed": None, "on": True, "off": False}[args.edges]
 
     if args.show:
         gen = Gen(args.seed or 0, args.mode, args.allocations, args.labels,
-                  args.native)
+                  args.native, args.edges)
         steps = (gen.exact_program(args.steps) if args.mode == "exact"
                  else gen.sampling_program(max(3, args.steps // 4)))
         print(render(steps, args.mode)[0])
