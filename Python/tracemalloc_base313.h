@@ -117,8 +117,8 @@ static int base_all_gils_main = 1;
 void
 _PyTraceMalloc_OwnGILCreated(void)
 {
-    __atomic_store_n(&base_all_gils_main, 0, __ATOMIC_RELAXED);
-    lean_update();
+    __atomic_store_n(&base_all_gils_main, 0, __ATOMIC_SEQ_CST);
+    lean_own_gil();
 }
 
 static inline int

@@ -65,6 +65,7 @@
    one of its inputs changed.  Declared before the adapter, which calls it
    when an interpreter with a GIL of its own is made. */
 static void lean_update(void);
+static void lean_own_gil(void);
 #include "tracemalloc_base.h"     // the interpreter's fields, per base
 
 #include <stdatomic.h>

@@ -59,12 +59,17 @@ line_of(PyCodeObject *code, int lasti, uint32_t *range)
         return base_code_firstlineno(code);   /* like PyCode_Addr2Line() */
     }
     /* Decoded on from the code's cursor: a module body's sites, met in
-       order, decode its table once in all rather than once each. */
+       order, decode its table once in all rather than once each.  Only
+       forwards: a site before the cursor decodes from the table's start,
+       so that the line found is always the one a decoding from the start
+       finds, also in a table that the compiler did not write (one given
+       to code.replace()), which decoding backwards may read otherwise. */
     size_t slot = code_epoch_slot(code);
     cct_line_cursor *cursor = &tm.framecache.cursors[
         slot & (((size_t)1 << CURSOR_BITS) - 1)];
     uint32_t epoch = tm.framecache.code_epochs[slot];
-    if (cursor->code != code || cursor->epoch != epoch) {
+    if (cursor->code != code || cursor->epoch != epoch
+        || lasti * (int)sizeof(_Py_CODEUNIT) < cursor->bounds.ar_start) {
         _PyCode_InitAddressRange(code, &cursor->bounds);
         cursor->code = code;
         cursor->epoch = epoch;

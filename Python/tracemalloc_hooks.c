@@ -268,6 +268,19 @@ lean_update(void)
     __atomic_store_n(&tm_lean, lean, __ATOMIC_RELAXED);
 }
 
+/* An interpreter with a GIL of its own is being made (the adapter's hook,
+   which runs with no GIL): the word goes to 0 under the engine lock, so
+   that a start() computing it from the one-GIL flag read before the flag
+   was cleared has finished first, and the new interpreter's threads,
+   which allocate only after the hook returns, never see it set. */
+__attribute__((unused)) static void
+lean_own_gil(void)
+{
+    int side = engine_lock();
+    lean_update();
+    engine_leave(side);
+}
+
 int
 _PyTraceMalloc_LeanPaths(void)
 {
