@@ -37,6 +37,7 @@ import time
 import tracemalloc
 import unittest
 
+from test.test_tracemalloc_clisound import skip_unless_runs_as
 from test.test_tracemalloc_pprof import (
     CACHE, DEBIAN_PPROF, INSTALL_HINT, PPROF_FORMAT, PROTO, READ_PROFILE_JS,
     READERS, child_env, decode_profile, go_pprof_top, parse_text_format,
@@ -796,6 +797,8 @@ class AttachRefusalTest(unittest.TestCase):
                 nobody = pwd.getpwnam('nobody')
             except (ImportError, KeyError):
                 self.skipTest("no user 'nobody' to attach as")
+            # A private checkout: nobody cannot run this interpreter.
+            skip_unless_runs_as(nobody.pw_uid, nobody.pw_gid)
             proc, _ = self.start(WAIT_SCRIPT, env_extra={
                 'PYTHONTRACEMALLOCSIGNAL': 'USR2',
                 'PYTHONTRACEMALLOCDUMP':
