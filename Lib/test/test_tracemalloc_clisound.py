@@ -1,5 +1,6 @@
-"""The command line's wrong answers of issue 29 (section 2, low items),
-each a test that failed before its fix."""
+"""The command line's wrong answers of issue 29 (section 2, low items)
+and of issue 43 (items 4 and 4.3), each a test that failed before its
+fix."""
 
 import functools
 import os
@@ -678,6 +679,52 @@ class CraftedSnapshotTest(unittest.TestCase):
                 self.assertEqual(loaded.label, "x")
                 loaded.statistics("traceback")
 
+
+
+@unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+class JsonUnwritableStdoutTest(unittest.TestCase):
+    """Issue 43, item 4: leaks --json whose standard output cannot be
+    written gives one line and exits 2 on a clean target (1 on a leak),
+    as --html does; not a traceback and the status of a leak."""
+
+    def leaks_to_full(self, target):
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        with open("/dev/full", "w") as full:
+            return subprocess.run(
+                [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                 "--json", target], stdout=full, stderr=subprocess.PIPE,
+                text=True, env=env)
+
+    def test_clean_target(self):
+        proc = self.leaks_to_full("os:getpid")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertNotIn("Exception ignored", proc.stderr)
+        self.assertIn("no allocation site grew", proc.stderr)
+        errors = [line for line in proc.stderr.splitlines()
+                  if "error:" in line]
+        self.assertEqual(len(errors), 1, proc.stderr)
+        self.assertIn("cannot write the JSON report", errors[0])
+
+    def test_leaking_target(self):
+        # The verdict stands: a leak is exit 1, written or not.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, tmp)
+        with open(os.path.join(tmp, "keeper.py"), "w") as f:
+            f.write("kept = []\n"
+                    "def work():\n"
+                    "    kept.append(bytearray(10000))\n")
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(
+                [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                 "--json", "keeper:work"], cwd=tmp, stdout=full,
+                stderr=subprocess.PIPE, text=True, env=env)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertNotIn("Traceback (most recent call last)", proc.stderr)
+        self.assertIn("cannot write the JSON report", proc.stderr)
 
 
 @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0,
