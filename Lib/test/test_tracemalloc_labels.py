@@ -20,7 +20,6 @@ import tracemalloc
 import unittest
 
 from test.support import import_helper
-from tracemalloc import leaks
 
 _testtracemalloc = import_helper.import_module('_testtracemalloc')
 
@@ -784,6 +783,9 @@ class PprofLabelTest(LabelTestCase):
         self.assertGreaterEqual(
             totals['<label endpoint=/users, tenant=acme>'], 10 * 1000)
 
+
+
+from tracemalloc import leaks   # noqa: E402 (its tests only)
 
 
 class LabelLeakCheckTest(unittest.TestCase):
