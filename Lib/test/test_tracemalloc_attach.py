@@ -37,6 +37,7 @@ import time
 import tracemalloc
 import unittest
 
+from test.test_tracemalloc_clisound import skip_unless_runs_as
 from test.test_tracemalloc_pprof import (
     CACHE, DEBIAN_PPROF, INSTALL_HINT, PPROF_FORMAT, PROTO, READ_PROFILE_JS,
     READERS, child_env, decode_profile, go_pprof_top, parse_text_format,
@@ -796,6 +797,8 @@ class AttachRefusalTest(unittest.TestCase):
                 nobody = pwd.getpwnam('nobody')
             except (ImportError, KeyError):
                 self.skipTest("no user 'nobody' to attach as")
+            # A private checkout: nobody cannot run this interpreter.
+            skip_unless_runs_as(nobody.pw_uid, nobody.pw_gid)
             proc, _ = self.start(WAIT_SCRIPT, env_extra={
                 'PYTHONTRACEMALLOCSIGNAL': 'USR2',
                 'PYTHONTRACEMALLOCDUMP':
@@ -936,6 +939,152 @@ class ReviewS38Test(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout.strip(), os.path.join(
             self.directory, f'heap-{target.pid:08d}-1.pb.gz'))
+
+
+
+# A parent that forks one child; the child prints its pid.  With BLOCK set,
+# the child holds the signal back until the file BLOCK exists.
+FORKING_SCRIPT = textwrap.dedent("""\
+    import os, signal, sys, time
+    keep = [bytes(1000) for _ in range(100)]
+    block = os.environ.get("BLOCK")
+    pid = os.fork()
+    if pid == 0:
+        if block:
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+        print(os.getpid(), flush=True)
+        if block:
+            while not os.path.exists(block):
+                time.sleep(0.01)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGUSR2])
+        while True:
+            time.sleep(0.05)
+    while True:
+        time.sleep(0.05)
+""")
+
+# A parent that forks one child, then holds the signal back until the file
+# BLOCK exists; it prints the child's pid once it holds the signal.
+ORIGINAL_SCRIPT = textwrap.dedent("""\
+    import os, signal, sys, time
+    keep = [bytes(1000) for _ in range(100)]
+    block = os.environ["BLOCK"]
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            time.sleep(0.05)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    print(pid, flush=True)
+    while not os.path.exists(block):
+        time.sleep(0.01)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGUSR2])
+    while True:
+        time.sleep(0.05)
+""")
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@unittest.skipUnless(SIGNAL is not None, "needs SIGUSR2")
+@unittest.skipUnless(os.path.isdir('/proc/self'), "attach needs /proc")
+@unittest.skipUnless(hasattr(os, 'fork'), "needs os.fork()")
+class ForkedChildTest(unittest.TestCase):
+    """Issue 43, item 3: a child made by os.fork() writes its profiles
+    under the name that its parent's pattern gives it (-pid{pid} added
+    when the pattern has no {pid}); attach looks for that name, and takes
+    no other process's profile for the child's."""
+
+    def setUp(self):
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory, True)
+
+    def start(self, pattern, *options, block=None):
+        env = child_env(PYTHONTRACEMALLOCSIGNAL='USR2',
+                        PYTHONTRACEMALLOCDUMP=os.path.join(self.directory,
+                                                           pattern))
+        if block:
+            env['BLOCK'] = block
+        parent = subprocess.Popen(
+            [sys.executable, *options, '-c', FORKING_SCRIPT], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop_process, parent)
+        child = int(parent.stdout.readline())
+        self.addCleanup(_kill, child)
+        return parent, child
+
+    def test_pattern_without_fields(self):
+        # Tracing off (the signal starts it, then the profile) and on (one
+        # signal, one profile): heap.pb.gz is heap-pid<CHILD>.pb.gz in the
+        # child.
+        for options in ((), ('-X', 'tracemalloc=5')):
+            with self.subTest(options=options):
+                parent, child = self.start('heap.pb.gz', *options)
+                result = run_attach(child, '--duration', '0.2',
+                                    '--timeout', '10')
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.stdout.strip(), os.path.join(
+                    self.directory, f'heap-pid{child}.pb.gz'))
+                _kill(child)        # first: it holds the parent's pipes
+                stop_process(parent)
+
+    def test_parent_profile_is_not_the_child_s(self):
+        # heap-{n}.pb.gz: the parent writes heap-1.pb.gz while attach waits
+        # for the child (which holds the signal back until then); attach
+        # prints the child's heap-1-pid<CHILD>.pb.gz, not the parent's.
+        parent_file = os.path.join(self.directory, 'heap-1.pb.gz')
+        parent, child = self.start('heap-{n}.pb.gz', '-X', 'tracemalloc=5',
+                                   block=parent_file)
+        attach = subprocess.Popen(
+            [sys.executable, '-m', 'tracemalloc', 'attach', str(child),
+             '--timeout', '20'], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=child_env())
+        self.addCleanup(stop_process, attach)
+        self.assertIn('sent SIGUSR2', attach.stderr.readline())
+        os.kill(parent.pid, signal.SIGUSR2)
+        out, err = attach.communicate(timeout=60)
+        self.assertEqual(attach.returncode, 0, err)
+        self.assertTrue(os.path.exists(parent_file))
+        self.assertEqual(out.strip(), os.path.join(
+            self.directory, f'heap-1-pid{child}.pb.gz'))
+
+    def test_original_process_ignores_its_children(self):
+        # The process that started (not a forked child) writes
+        # heap-{n}.pb.gz's own names; a child's heap-1-pid<CHILD>.pb.gz,
+        # written while attach waits for the parent, is not the parent's.
+        child_file = os.path.join(self.directory, 'child-done')
+        script = ORIGINAL_SCRIPT
+        env = child_env(PYTHONTRACEMALLOCSIGNAL='USR2',
+                        PYTHONTRACEMALLOCDUMP=os.path.join(
+                            self.directory, 'heap-{n}.pb.gz'),
+                        BLOCK=child_file)
+        parent = subprocess.Popen(
+            [sys.executable, '-X', 'tracemalloc=5', '-c', script], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop_process, parent)
+        child = int(parent.stdout.readline())
+        self.addCleanup(_kill, child)
+        attach = subprocess.Popen(
+            [sys.executable, '-m', 'tracemalloc', 'attach', str(parent.pid),
+             '--timeout', '20'], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=child_env())
+        self.addCleanup(stop_process, attach)
+        self.assertIn('sent SIGUSR2', attach.stderr.readline())
+        os.kill(child, signal.SIGUSR2)
+        written = os.path.join(self.directory, f'heap-1-pid{child}.pb.gz')
+        deadline = time.monotonic() + 30
+        while not os.path.exists(written) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertTrue(os.path.exists(written))
+        open(child_file, 'w').close()
+        out, err = attach.communicate(timeout=60)
+        self.assertEqual(attach.returncode, 0, err)
+        self.assertEqual(out.strip(), os.path.join(self.directory,
+                                                   'heap-1.pb.gz'))
 
 
 if __name__ == '__main__':

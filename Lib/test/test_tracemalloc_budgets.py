@@ -254,6 +254,41 @@ class UnittestBudgetTests(unittest.TestCase):
         self.assertEqual([t.id().rsplit(".", 1)[1]
                           for t, _ in result.failures], ["test_a"])
 
+    def test_class_decorator_limits_inherited_tests(self):
+        # Issue 43, item 5: a class budget also limits the tests that the
+        # class inherits (the pytest marker on the class does); the base
+        # class keeps its own budget, and a subclass's class budget
+        # replaces a decorated base class's.
+        class Base(unittest.TestCase):
+            def test_inherited(self):
+                data = bytearray(10_000_000)
+                del data
+
+        @testing.memory_limit("1 MB")
+        class Limited(Base):
+            def test_own(self):
+                pass
+
+        @testing.memory_limit("1 MB")
+        class LimitedBase(unittest.TestCase):
+            def test_big(self):
+                data = bytearray(10_000_000)
+                del data
+
+        @testing.memory_limit("20 MB")
+        class Wider(LimitedBase):
+            pass
+
+        def failed(case):
+            result = self.run_case(case)
+            self.assertFalse(result.errors)
+            return [t.id().rsplit(".", 1)[1] for t, _ in result.failures]
+
+        self.assertEqual(failed(Limited), ["test_inherited"])
+        self.assertEqual(failed(Base), [])
+        self.assertEqual(failed(LimitedBase), ["test_big"])
+        self.assertEqual(failed(Wider), [])
+
     def test_async_methods(self):
         # Issue 31 review (s38), finding F2: on an async test method of an
         # IsolatedAsyncioTestCase (decorated, or its class), the body runs

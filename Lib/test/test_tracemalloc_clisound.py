@@ -1,6 +1,8 @@
-"""The command line's wrong answers of issue 29 (section 2, low items),
-each a test that failed before its fix."""
+"""The command line's wrong answers of issue 29 (section 2, low items)
+and of issue 43 (items 4 and 4.3), each a test that failed before its
+fix."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -215,12 +217,55 @@ PRISTINE = os.environ.get(
     "Python-3.13.15/python")
 
 
+OTHER_UID = 65534       # nobody
+
+
+@functools.lru_cache
+def _cannot_run_as(python, user, group):
+    """Why *user* (and *group* with no other group, if not None) cannot run
+    *python* and import tracemalloc, or None if it can: in a checkout that
+    only its owner may enter (a mktemp -d directory, root's home), exec()
+    fails with PermissionError, or the interpreter cannot read its
+    standard library."""
+    env = dict(os.environ)
+    env.pop("PYTHONTRACEMALLOC", None)
+    credentials = {"user": user}
+    if group is not None:
+        credentials.update(group=group, extra_groups=[])
+    try:
+        proc = subprocess.run([python, "-c", "import tracemalloc"], cwd="/",
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env,
+                              **credentials)
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    if proc.returncode:
+        lines = proc.stdout.strip().splitlines()
+        return (f"exit status {proc.returncode}"
+                + (f": {lines[-1]}" if lines else ""))
+    return None
+
+
+def skip_unless_runs_as(user, group=None, python=None):
+    """Skip the test, saying why, when *user* (with *group*: see
+    _cannot_run_as()) cannot run *python*, by default this interpreter
+    (issue 43, item 4.3)."""
+    python = python or sys.executable
+    why = _cannot_run_as(python, user, group)
+    if why is not None:
+        raise unittest.SkipTest(
+            f"user {user} cannot run {python} ({why}): the checkout is "
+            f"private to its owner")
+
+
 def run_as_other_user(code, cwd, python=None):
     """Run *code* as a user for whom a 0444 file is not writable: nobody
-    when the tests run as root (root writes any file), else this user."""
+    when the tests run as root (root writes any file), else this user.
+    The test is skipped when nobody cannot run the interpreter."""
     kwargs = {}
     if hasattr(os, "getuid") and os.getuid() == 0:
-        kwargs["user"] = 65534
+        skip_unless_runs_as(OTHER_UID, python=python)
+        kwargs["user"] = OTHER_UID
     env = dict(os.environ)
     env.pop("PYTHONTRACEMALLOC", None)
     return subprocess.run([python or sys.executable, "-c", code], cwd=cwd,
@@ -633,6 +678,82 @@ class CraftedSnapshotTest(unittest.TestCase):
                                  sorted(traces, key=repr))
                 self.assertEqual(loaded.label, "x")
                 loaded.statistics("traceback")
+
+
+
+@unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+class JsonUnwritableStdoutTest(unittest.TestCase):
+    """Issue 43, item 4: leaks --json whose standard output cannot be
+    written gives one line and exits 2 on a clean target (1 on a leak),
+    as --html does; not a traceback and the status of a leak."""
+
+    def leaks_to_full(self, target):
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        with open("/dev/full", "w") as full:
+            return subprocess.run(
+                [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                 "--json", target], stdout=full, stderr=subprocess.PIPE,
+                text=True, env=env)
+
+    def test_clean_target(self):
+        proc = self.leaks_to_full("os:getpid")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertNotIn("Exception ignored", proc.stderr)
+        self.assertIn("no allocation site grew", proc.stderr)
+        errors = [line for line in proc.stderr.splitlines()
+                  if "error:" in line]
+        self.assertEqual(len(errors), 1, proc.stderr)
+        self.assertIn("cannot write the JSON report", errors[0])
+
+    def test_leaking_target(self):
+        # The verdict stands: a leak is exit 1, written or not.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(__import__("shutil").rmtree, tmp)
+        with open(os.path.join(tmp, "keeper.py"), "w") as f:
+            f.write("kept = []\n"
+                    "def work():\n"
+                    "    kept.append(bytearray(10000))\n")
+        env = dict(os.environ)
+        env.pop("PYTHONTRACEMALLOC", None)
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(
+                [sys.executable, "-m", "tracemalloc", "leaks", "-q",
+                 "--json", "keeper:work"], cwd=tmp, stdout=full,
+                stderr=subprocess.PIPE, text=True, env=env)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertNotIn("Traceback (most recent call last)", proc.stderr)
+        self.assertIn("cannot write the JSON report", proc.stderr)
+
+
+@unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0,
+                     "needs root, to run a child as another user")
+class PrivateCheckoutTest(unittest.TestCase):
+    """Issue 43, item 4.3: in a checkout that only its owner can enter,
+    the tests that run a child as another user are skipped with a reason,
+    not failed with PermissionError."""
+
+    def test_interpreter_in_private_directory_skips(self):
+        private = tempfile.mkdtemp()        # 0700
+        self.addCleanup(__import__("shutil").rmtree, private)
+        python = os.path.join(private, "python")
+        os.symlink(sys.executable, python)
+        with self.assertRaises(unittest.SkipTest) as caught:
+            run_as_other_user("pass", "/", python=python)
+        self.assertIn("cannot run", str(caught.exception))
+        self.assertIn("PermissionError", str(caught.exception))
+
+    def test_interpreter_that_others_can_run(self):
+        # The probe does not skip what nobody can run (when it can run
+        # this interpreter at all).
+        try:
+            skip_unless_runs_as(OTHER_UID)
+        except unittest.SkipTest:
+            self.skipTest("this checkout is private")
+        proc = run_as_other_user("import os; print(os.getuid())", "/")
+        self.assertEqual(proc.stdout.split(), [str(OTHER_UID)],
+                         proc.stderr)
 
 
 if __name__ == "__main__":

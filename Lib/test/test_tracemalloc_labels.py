@@ -924,5 +924,66 @@ class PprofLabelTest(LabelTestCase):
             totals['<label endpoint=/users, tenant=acme>'], 10 * 1000)
 
 
+
+from tracemalloc import leaks   # noqa: E402 (its tests only)
+
+
+class LabelLeakCheckTest(unittest.TestCase):
+    """Issue 43, item 2: the package's own caches of label sets are no
+    leak of a labelled workload, and clear_caches() empties them."""
+
+    def setUp(self):
+        self.addCleanup(tracemalloc.label_tasks, False)
+
+    def test_labelled_handler_clean(self):
+        # A new label set per call, as a request id gives.
+        numbers = itertools.count()
+
+        def handler():
+            with tracemalloc.label(request=str(next(numbers))):
+                data = [bytearray(100) for _ in range(10)]
+                del data
+
+        report = leaks.check(handler)
+        self.assertFalse(report, report.format(limit=None))
+
+    def test_labelled_tasks_clean(self):
+        # label_tasks(): each task's name, Task-N, is a new label set.
+        async def handler():
+            await asyncio.sleep(0)
+            data = [bytearray(100) for _ in range(10)]
+            del data
+
+        async def serve():
+            await asyncio.gather(*(asyncio.create_task(handler())
+                                   for _ in range(3)))
+
+        tracemalloc.label_tasks()
+        report = leaks.check(serve)
+        self.assertFalse(report, report.format(limit=None))
+
+    def test_labelled_leak_still_found(self):
+        numbers = itertools.count()
+        kept = []
+
+        def handler():
+            with tracemalloc.label(request=str(next(numbers))):
+                kept.append(bytearray(1000))
+
+        report = leaks.check(handler)
+        self.assertTrue(report)
+        self.assertIn(__file__, [site.filename for site in report.sites])
+
+    def test_clear_caches_empties_label_caches(self):
+        from tracemalloc import _labels
+        with tracemalloc.label(request="cached"):
+            pass
+        _labels.format_labels('[["request","cached"]]')
+        self.assertGreater(_labels._canonical.cache_info().currsize, 0)
+        leaks.clear_caches()
+        self.assertEqual(_labels._canonical.cache_info().currsize, 0)
+        self.assertEqual(_labels._decode_pairs.cache_info().currsize, 0)
+
+
 if __name__ == "__main__":
     unittest.main()

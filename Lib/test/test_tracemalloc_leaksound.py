@@ -25,6 +25,12 @@ the site's level went up and down.  Each traceback is judged too.
 2.8: what a workload kept of tracemalloc's own API (every snapshot it
 took, every statistics() list) was taken for the checker's memory.  Now
 a trace is the workload's when workload code called the package.
+
+Issue 43, item 1: a check inside a checked workload or test (a test that
+runs its own check, under pytest --tracemalloc-leaks; check(lambda:
+check(work))) reported its own per-round totals as leaking: an outer
+check's call line was older in their traceback.  Now each check knows
+the stack that called it, and what its own code allocates is its own.
 """
 
 import os
@@ -763,6 +769,145 @@ class OwnAPITest(unittest.TestCase):
     def test_dropped_snapshot_clean(self):
         report = leaks.check(drop_snapshot, warmup=1, rounds=4)
         self.assertFalse(report, report.format(limit=None))
+
+
+
+def clean_work():
+    data = [bytearray(1024) for _ in range(10)]
+    del data
+
+
+def leaking_work():
+    KEEP.append(bytearray(1024))
+
+
+# The inner checks' reports that were wrong, as text (nothing kept when
+# they were right: what the outer check's workload keeps is a leak).
+WRONG = []
+
+
+def note_wrong(report):
+    if report:
+        WRONG.append(report.format(limit=None))
+
+
+def check_clean_inside():
+    note_wrong(leaks.check(clean_work, warmup=1, rounds=4))
+
+
+class NestedCheckTest(unittest.TestCase):
+    """Issue 43, item 1: a leak check inside a checked workload or test
+    does not report the inner checker's own bookkeeping."""
+
+    def tearDown(self):
+        WRONG.clear()
+        KEEP.clear()
+
+    def test_check_in_check(self):
+        report = leaks.check(check_clean_inside, warmup=1, rounds=4)
+        self.assertEqual(WRONG, [])
+        self.assertFalse(report, report.format(limit=None))
+
+    def test_check_in_lambda_in_check(self):
+        # The issue's own form: check(lambda: check(work)).
+        report = leaks.check(lambda: note_wrong(leaks.check(clean_work)))
+        self.assertEqual(WRONG, [])
+        self.assertFalse(report, report.format(limit=None))
+
+    def test_iterated_check_in_check(self):
+        def iterated():
+            with leaks.LeakCheck(warmup=1, rounds=4) as inner:
+                for _ in inner:
+                    clean_work()
+
+        report = leaks.check(iterated, warmup=1, rounds=4)
+        self.assertFalse(report, report.format(limit=None))
+
+    def test_inner_check_still_finds_leak(self):
+        found = []
+
+        def outer():
+            found.append(bool(leaks.check(leaking_work, warmup=1,
+                                          rounds=4)))
+
+        leaks.check(outer, warmup=1, rounds=4)
+        self.assertTrue(found)
+        self.assertTrue(all(found), found)
+
+    def test_unittest_checks_in_checked_tests(self):
+        class NoLeaks(unittest.TestCase):
+            @no_leaks(warmup=1, rounds=4)
+            def test_assert_no_leaks(self):
+                leaks.assert_no_leaks(clean_work, warmup=1, rounds=4)
+
+            @no_leaks(warmup=1, rounds=4)
+            def test_check(self):
+                report = leaks.check(clean_work, warmup=1, rounds=4)
+                self.assertFalse(report, report.format(limit=None))
+
+        class Mixin(LeakCheckMixin, unittest.TestCase):
+            leak_check_warmup = 1
+            leak_check_rounds = 4
+
+            def test_assert_no_leaks(self):
+                leaks.assert_no_leaks(clean_work, warmup=1, rounds=4)
+
+            def test_check(self):
+                report = leaks.check(clean_work, warmup=1, rounds=4)
+                self.assertFalse(report, report.format(limit=None))
+
+        for case in (NoLeaks, Mixin):
+            with self.subTest(case=case.__name__):
+                result = unittest.TestResult()
+                unittest.defaultTestLoader.loadTestsFromTestCase(case).run(
+                    result)
+                self.assertEqual(result.testsRun, 2)
+                self.assertTrue(result.wasSuccessful(),
+                                result.failures + result.errors)
+
+    def test_checks_in_pytest_leak_check(self):
+        from test.test_tracemalloc_pytest import PytestHarness
+
+        class Harness(PytestHarness, unittest.TestCase):
+            def runTest(self):
+                pass
+
+        harness = Harness()
+        harness.setUp()
+        self.addCleanup(harness.doCleanups)
+        harness.write("test_nested.py", """\
+            import unittest
+            from tracemalloc import leaks
+            from tracemalloc.testing import LeakCheckMixin, no_leaks
+
+
+            def work():
+                data = [bytearray(1024) for _ in range(10)]
+                del data
+
+
+            class NoLeaks(unittest.TestCase):
+                @no_leaks
+                def test_no_leaks(self):
+                    work()
+
+
+            class Mixin(LeakCheckMixin, unittest.TestCase):
+                def test_mixin(self):
+                    work()
+
+
+            def test_assert_no_leaks():
+                leaks.assert_no_leaks(work)
+
+
+            def test_check():
+                report = leaks.check(work)
+                assert not report, report.format()
+            """)
+        rc, output = harness.run_pytest("--tracemalloc-leaks", "-q")
+        self.assertEqual(rc, 0, output)
+        self.assertIn("4 passed", output)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,26 @@ LEAK = "_kept.extend(bytearray(1024) for _ in range(10))"
 CLEAN = "[bytearray(1024) for _ in range(10)]"
 RAISE = "raise ValueError('boom')"
 BODY = {"leaks": LEAK, "clean": CLEAN, "raises": RAISE}
+# The clean targets that use the package (issue 43, items 1 and 2): a leak
+# check of their own, work under a label with a new value per call.  Each
+# module of cells defines _clean_work() and _request_ids (USES_PACKAGE).
+NESTED_CHECK = (f"leaks.assert_no_leaks(_clean_work, warmup={WARMUP}, "
+                f"rounds={ROUNDS})")
+LABELLED = "with tracemalloc.label(request=str(next(_request_ids))):"
+USES_PACKAGE = (f"import itertools\nimport tracemalloc\n"
+                f"from tracemalloc import leaks\n\n"
+                f"_request_ids = itertools.count()\n\n\n"
+                f"def _clean_work():\n    {CLEAN}\n\n\n")
+
+
+def package_body(kind, indent):
+    """The body of a "nested check" or "labelled" target, its lines after
+    the first indented by *indent* spaces; None for the other kinds."""
+    if kind == "nested check":
+        return NESTED_CHECK
+    if kind == "labelled":
+        return f"{LABELLED}\n{' ' * (indent + 4)}{CLEAN}"
+    return None
 
 
 def cells_of(entry):
@@ -85,6 +105,8 @@ def callable_source(index, kind, outcome):
     """Module-level code defining target_{index} for check() and the CLI."""
     name = f"target_{index}"
     body = BODY[outcome]
+    if package_body(kind, 4) is not None:
+        return f"def {name}():\n    {package_body(kind, 4)}\n"
     if kind == "function":
         return f"def {name}():\n    {body}\n"
     if kind == "coroutine function":
@@ -103,12 +125,15 @@ def callable_source(index, kind, outcome):
     raise ValueError(kind)
 
 
-CALLABLE_HEADER = "import asyncio\nimport functools\n\n_kept = []\n\n"
+CALLABLE_HEADER = ("import asyncio\nimport functools\n" + USES_PACKAGE
+                   + "_kept = []\n\n")
 
 
 def testcase_source(index, kind, outcome, decorate, base):
     """A TestCase class Test{index} with one test, test_cell."""
     body = BODY[outcome].replace(RAISE, "self.fail('boom')")
+    if package_body(kind, 8) is not None:
+        body = package_body(kind, 8)
     decorators = []
     if decorate:
         decorators.append(decorate)
@@ -146,7 +171,7 @@ def testcase_source(index, kind, outcome, decorate, base):
 
 TESTCASE_HEADER = ("import asyncio\nimport unittest\n"
                    "from tracemalloc.testing import LeakCheckMixin, "
-                   "no_leaks\n\n_kept = []\n\n\n")
+                   "no_leaks\n" + USES_PACKAGE + "_kept = []\n\n\n")
 
 
 def pytest_source(index, kind, outcome):
@@ -200,8 +225,8 @@ def pytest_source(index, kind, outcome):
         f"class Test{index}(", f"class TestK{index}(")
 
 
-PYTEST_HEADER = ("import asyncio\nimport unittest\nimport pytest\n\n"
-                 "_kept = []\nKEPT = []\n\n\n")
+PYTEST_HEADER = ("import asyncio\nimport unittest\nimport pytest\n"
+                 + USES_PACKAGE + "_kept = []\nKEPT = []\n\n\n")
 
 SCOPED_FIXTURE = """\
 import pytest

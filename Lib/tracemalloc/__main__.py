@@ -214,11 +214,13 @@ def _check_output(parser, option, path):
                                 f"cannot write {path!r}: {problem}\n")
 
 
-def _write_failed(parser, path, exc, file=None):
-    """Say in one line that *path* could not be written after the run."""
+def _write_failed(parser, path, exc, file=None, quote=True):
+    """Say in one line that *path* (a path, or with *quote* false what was
+    written) could not be written after the run."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror \
         else str(exc)
-    print(f"{parser.prog}: error: cannot write {path!r}: {reason}",
+    what = repr(path) if quote else path
+    print(f"{parser.prog}: error: cannot write {what}: {reason}",
           file=sys.stderr if file is None else file, flush=True)
 
 
@@ -940,7 +942,7 @@ def _script_runner(path, args):
 class _StdoutToStderr:
     """For leaks --json: from now on, file descriptor 1 is standard error,
     for the target, its threads and its exit handlers alike, and the JSON
-    report goes to the real standard output through json_stream() alone.
+    report goes to the real standard output through take_stdout_fd() alone.
     While the target runs, sys.stdout is a stream of its own on a copy of
     standard error (a target that closes it closes neither stream).  When
     there is no descriptor 1 to save, the report goes to sys.stdout."""
@@ -977,12 +979,12 @@ class _StdoutToStderr:
                 pass
         sys.stdout = self.stdout
 
-    def json_stream(self):
-        """A stream on the real standard output, for the report."""
-        if self.saved_fd is None:
-            return sys.stdout
+    def take_stdout_fd(self):
+        """The descriptor of the real standard output, for the report, now
+        the caller's to close; None when there is none (the report then
+        goes to sys.stdout)."""
         fd, self.saved_fd = self.saved_fd, None
-        return open(fd, 'w', encoding='utf-8')
+        return fd
 
 
 def _flush(*streams):
@@ -991,6 +993,32 @@ def _flush(*streams):
             stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
+
+
+def _write_json(report, json_output):
+    """Write *report* as JSON to the real standard output (see
+    _StdoutToStderr); raise OSError (or ValueError: a closed sys.stdout)
+    when it cannot be written, a full disk or a closed pipe, leaving
+    nothing buffered that the interpreter's exit would try to write
+    again."""
+    import json
+    text = json.dumps(dict(report.as_dict(), schema="tracemalloc-leak-report",
+                           version=1), indent=1) + "\n"
+    fd = json_output.take_stdout_fd()
+    if fd is None:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            sys.stdout = None       # its buffer is not flushed at exit
+            raise
+        return
+    try:
+        data = text.encode('utf-8')
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def command_leaks(argv):
@@ -1087,13 +1115,14 @@ def command_leaks(argv):
             json_output.restore()
     print(report.format(limit=options.limit), file=report_file, flush=True)
     if options.json:
-        import json
-        stream = json_output.json_stream()
-        json.dump(dict(report.as_dict(), schema="tracemalloc-leak-report",
-                       version=1), stream, indent=1)
-        print(file=stream, flush=True)
-        if stream is not sys.stdout:
-            stream.close()
+        try:
+            _write_json(report, json_output)
+        except (OSError, ValueError) as exc:
+            # As for --html: the verdict stands, and a clean check whose
+            # report was asked for and not written is no success.
+            _write_failed(parser, "the JSON report to standard output",
+                          exc, report_file, quote=False)
+            return EXIT_LEAK if report else EXIT_USAGE
     if options.html:
         # The graph shows the target's call paths, from the target's code
         # down: not the checker's or runpy's frames above them, nor what

@@ -17,12 +17,15 @@ debugger:
    (tracing was on: the process wrote its profile, and tracing goes on),
    or the state file appears (tracing was off: the signal started it);
    then, after --duration seconds, the signal again, and the profile.
+   A child made by fork() names its profiles as _ondemand._with_pid()
+   says when the pattern has no {pid} (_profile_globs()).
 
 Exit status 0 with the profile's path on standard output; 2 with one line
 on standard error otherwise.
 """
 
 import argparse
+import fnmatch
 import glob
 import os
 import signal
@@ -142,12 +145,13 @@ def _sigcgt_has(pid, signum):
 
 
 def _glob_of(pattern, pid):
-    """A glob that matches the names that *pattern* gives process *pid*."""
+    """A glob that matches the names that *pattern* gives process *pid*
+    (any process's, for *pid* None)."""
     parts = []
     for literal, field, spec, conversion in string.Formatter().parse(
             pattern):
         parts.append(glob.escape(literal))
-        if field == 'pid':
+        if field == 'pid' and pid is not None:
             # As the process formats it ({pid:08d} included).
             try:
                 text = ('{0' + (f'!{conversion}' if conversion else '')
@@ -160,10 +164,13 @@ def _glob_of(pattern, pid):
     return ''.join(parts)
 
 
-def _files(expression):
-    """{path: (inode, mtime_ns)} of the files that *expression* matches."""
+def _files(expression, others=None):
+    """{path: (inode, mtime_ns)} of the files that *expression* matches,
+    but not the glob *others*."""
     found = {}
     for path in glob.glob(expression):
+        if others is not None and fnmatch.fnmatchcase(path, others):
+            continue
         try:
             st = os.stat(path)
         except OSError:
@@ -172,12 +179,54 @@ def _files(expression):
     return found
 
 
+def _is_forked_child(pid):
+    """Whether process *pid* is a copy of its parent made by fork()
+    without exec(): their auxiliary vectors (/proc/PID/auxv) are equal.
+    exec() makes a new one, with the addresses of a new random layout
+    (AT_RANDOM, AT_PHDR...); fork() copies it.  False when either cannot
+    be read."""
+    try:
+        with open(f"/proc/{pid}/stat", 'rb') as fp:
+            # The parent's pid, after the command name in parentheses and
+            # the state.
+            ppid = int(fp.read().rpartition(b')')[2].split()[1])
+        with open(f"/proc/{pid}/auxv", 'rb') as fp:
+            auxv = fp.read()
+        with open(f"/proc/{ppid}/auxv", 'rb') as fp:
+            parent_auxv = fp.read()
+    except (OSError, ValueError, IndexError):
+        return False
+    return bool(auxv) and auxv == parent_auxv
+
+
 def _state(path):
     try:
         st = os.stat(path)
     except OSError:
         return None
     return (st.st_ino, st.st_mtime_ns)
+
+
+def _profile_globs(pattern, pid):
+    """[(glob, others)]: the globs of the names of process *pid*'s
+    profiles, each with a glob of names that it matches and that are
+    another process's (or None).
+
+    A pattern with {pid} gives each process names of its own.  Without
+    it, a child made by fork() writes its profiles under the pattern with
+    -pid{pid} added (see _ondemand._with_pid()), and the process that
+    started with the pattern (not a forked child) under the pattern
+    itself, whose {n} or {time} field also matches its children's names:
+    those are left out."""
+    fields = {field for _, field, _, _ in string.Formatter().parse(pattern)
+              if field is not None}
+    if 'pid' in fields:
+        return [(_glob_of(pattern, pid), None)]
+    forked = _ondemand._with_pid(pattern)
+    globs = [(_glob_of(forked, pid), None)]
+    if not _is_forked_child(pid):
+        globs.append((_glob_of(pattern, pid), _glob_of(forked, None)))
+    return globs
 
 
 class Target:
@@ -232,8 +281,16 @@ class Target:
             pattern = os.path.join(
                 cwd.replace('{', '{{').replace('}', '}}'), pattern)
         self.pattern = pattern
-        self.expression = _glob_of(pattern, pid)
+        self._globs = _profile_globs(pattern, pid)
         self.state_file = _ondemand.state_path(pattern, pid, environ)
+
+    def profiles(self):
+        """{path: (inode, mtime_ns)} of the profiles of the process on
+        disk."""
+        found = {}
+        for expression, others in self._globs:
+            found.update(_files(expression, others))
+        return found
 
     def send(self):
         try:
@@ -257,7 +314,7 @@ class Target:
 
 
 def _new_profile(target, before):
-    for path, state in _files(target.expression).items():
+    for path, state in target.profiles().items():
         if before.get(path) != state:
             return path
     return None
@@ -281,7 +338,7 @@ def attach(pid, duration=DEFAULT_DURATION, timeout=DEFAULT_TIMEOUT,
     if log is None:
         log = lambda message: None
     target = Target(pid)
-    before = _files(target.expression)
+    before = target.profiles()
     state_before = _state(target.state_file)
     target.send()
     log(f"sent {target.signal_name} to process {pid} ({target.option}); "
@@ -311,7 +368,7 @@ def attach(pid, duration=DEFAULT_DURATION, timeout=DEFAULT_TIMEOUT,
         if not target.alive():
             raise AttachError(f"process {pid} exited while traced")
         time.sleep(min(_POLL * 5, max(0.0, end - time.monotonic())))
-    before = _files(target.expression)
+    before = target.profiles()
     target.send()
     deadline = time.monotonic() + timeout
     while True:

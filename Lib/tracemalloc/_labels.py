@@ -61,6 +61,15 @@ def _canonical(items):
     return _encode(labels)
 
 
+def _clear_caches():
+    """Empty the caches of label sets (tracemalloc.leaks.clear_caches()):
+    a workload that labels each call with a new value (a request id, a
+    task's name) fills them until they are full, and a leak check would
+    take that filling for a leak."""
+    _canonical.cache_clear()
+    _decode_pairs.cache_clear()
+
+
 def _encode(labels):
     """The canonical str of the dict *labels* (None when empty)."""
     if not labels:

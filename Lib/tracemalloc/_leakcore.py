@@ -188,12 +188,63 @@ class Ownership:
     files but a file under one of *harness_directories* is the harness's:
     a thread of the code that runs the workload (pytest-xdist's execnet
     receiving its controller's messages), not the workload's.
+
+    A check may run inside another check's workload (a test that runs its
+    own check, under pytest --tracemalloc-leaks): then the memory of the
+    inner check's own code (its recorder, its rounds) is allocated under
+    the outer check's call line, as the workload's would be.  The
+    Ownership is made by the check that it serves, and notes the stack
+    that called that check (the frames from the first one that is not the
+    package's): a traceback that reaches that stack through a frame of the
+    package, with no call line on the way, is the check's own code --
+    the tool's, whatever is older (_is_checks_own()).
     """
 
     def __init__(self, harness_directories=()):
         self._own_files = package_files()
         self._harness = tuple(os.path.join(os.path.abspath(directory), '')
                               for directory in harness_directories)
+        self._caller = self._caller_stack()
+
+    def _caller_stack(self):
+        """The raw frames, most recent first, of the stack that called the
+        check being made: from the most recent frame that is not the
+        package's, older than the package's frames that made this object;
+        () when there is none."""
+        own_files = self._own_files
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename in own_files:
+            frame = frame.f_back
+        frames = []
+        while frame is not None:
+            frames.append((frame.f_code.co_filename, frame.f_lineno))
+            frame = frame.f_back
+        return tuple(frames)
+
+    def _is_checks_own(self, frames):
+        """Whether *frames* are the check's own code: they reach the stack
+        that called the check (its caller's file, then the older frames
+        as they were, as far as the traceback goes) right after a frame of
+        the package, and no call line comes first.  The workload runs
+        under a call line; workload code run by iterating the check runs
+        in the caller's frame itself, under no frame of the package."""
+        caller = self._caller
+        if not caller:
+            return False
+        own_files = self._own_files
+        caller_file = caller[0][0]
+        older = caller[1:]
+        previous = frames[0] if frames else None
+        for index in range(1, len(frames)):
+            if previous in _WORKLOAD_CALLS:
+                return False
+            frame = frames[index]
+            if frame[0] == caller_file and previous[0] in own_files:
+                rest = frames[index + 1:]
+                if rest == older[:len(rest)]:
+                    return True
+            previous = frame
+        return False
 
     def is_workload(self, frames):
         own_files = self._own_files
@@ -202,6 +253,8 @@ class Ownership:
             harness = self._harness
             return not (harness and any(filename.startswith(harness)
                                         for filename, _ in frames))
+        if self._is_checks_own(frames):
+            return False
         # The package's frames at the most recent end: the tool's own code,
         # or the package's API called by the workload.  After them, the
         # first frame of the package decides, as above: when the code

@@ -87,7 +87,8 @@ class LeakError(AssertionError):
 # Noise control
 
 def clear_caches():
-    """Empty the interpreter's and the stdlib's caches that refill on use.
+    """Empty the interpreter's, the stdlib's and this package's caches
+    that refill on use.
 
     Run before each snapshot of a leak check, like regrtest's -R cleanup: a
     cache that the workload refills each round then shows no growth, while
@@ -127,6 +128,10 @@ def clear_caches():
             for cls in [abc, *type.__subclasses__(abc)]:
                 if hasattr(cls, '_abc_caches_clear'):
                     cls._abc_caches_clear()
+    # The package's own caches of label sets (tracemalloc.label()).
+    labels = modules.get('tracemalloc._labels')
+    if labels is not None:
+        labels._clear_caches()
     sys._clear_type_cache()
 
 

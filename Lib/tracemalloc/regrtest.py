@@ -93,7 +93,15 @@ class RefleakTracer:
 
         When the test stopped, cleared or restarted tracing, the tracer
         cannot tell the sites: it turns inactive, and report() says why.
-        regrtest's own verdict does not depend on it."""
+        regrtest's own verdict does not depend on it.
+
+        First, tracing or not, the package's own caches of label sets
+        are emptied, as regrtest's cleanup empties the stdlib's: a test
+        that labels each call with a new value (a request id, a task's
+        name) fills them, and regrtest would count a leak."""
+        labels = sys.modules.get('tracemalloc._labels')
+        if labels is not None:
+            labels._clear_caches()
         if self.active and self._no_sites is None:
             try:
                 self._guard.check()

@@ -491,21 +491,47 @@ def _call_bound(method, instance):
 
 def memory_limit(limit):
     """Decorate a test method (or a TestCase class: each of its test*
-    methods) with a memory budget: it fails (the test's failureException)
-    when the peak of traced memory of its call, over the call's start,
-    exceeds *limit*, a size such as ``"24 MB"``, ``"512KiB"`` or an int of
-    bytes.  The message names the budget, the peak, and the top sites of a
-    peak snapshot.  Tracing starts if it is off.  In sampling mode the peak
-    is an estimate (an upper bound), and the message says so.  A bad
-    *limit* raises ValueError at decoration."""
+    methods, inherited ones included) with a memory budget: it fails (the
+    test's failureException) when the peak of traced memory of its call,
+    over the call's start, exceeds *limit*, a size such as ``"24 MB"``,
+    ``"512KiB"`` or an int of bytes.  The message names the budget, the
+    peak, and the top sites of a peak snapshot.  Tracing starts if it is
+    off.  In sampling mode the peak is an estimate (an upper bound), and
+    the message says so.  A bad *limit* raises ValueError at decoration.
+
+    On a class, an inherited test method is limited in this class only
+    (its base class is not changed), and this class's budget replaces the
+    one that a decorated base class gave it; a budget given to the method
+    itself still holds."""
     from tracemalloc import _budget
     size = _budget.parse_size(limit)
 
     def decorate(target):
         if isinstance(target, type):
-            for name in list(vars(target)):
-                if name.startswith('test') and callable(vars(target)[name]):
-                    setattr(target, name, decorate(vars(target)[name]))
+            for name in dir(target):
+                if not name.startswith('test'):
+                    continue
+                # The attribute as the class or its nearest base holds it
+                # (a staticmethod object, not the function it gives).
+                for owner in target.__mro__:
+                    if name in vars(owner):
+                        method = vars(owner)[name]
+                        break
+                else:
+                    continue
+                if not callable(method):
+                    continue
+                # A base class's budget: this class's replaces it.  (Only
+                # the wrapper made below: functools.wraps() copies the
+                # attribute to a wrapper of it.)
+                unlimited = getattr(method, '_class_budget_of', None)
+                if (unlimited is not None
+                        and getattr(method, '__wrapped__', None)
+                        is unlimited):
+                    method = unlimited
+                limited = decorate(method)
+                limited._class_budget_of = method
+                setattr(target, name, limited)
             return target
 
         def fail_over(measure, args):
