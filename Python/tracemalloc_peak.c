@@ -358,6 +358,13 @@ peak_account_move(_PyTraceMalloc_Node from, _PyTraceMalloc_Node to,
                   size_t size)
 {
     peak_before_decrease();
+#ifndef PY_TRACEMALLOC_NO_PEAK
+    if (tm.peak.lean) {
+        live_change(from, size, 1, -1);
+        live_change(to, size, 1, 1);
+        return;
+    }
+#endif
     peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, from, size);
     (void)peak_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, to, size);
 }

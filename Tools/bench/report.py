@@ -19,6 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 RESULTS_MD = os.path.join(benchlib.BENCH_DIR, "RESULTS.md")
+# Results measured apart from a full run (by hand, with their own date and
+# commit), appended to RESULTS.md as they are.
+APART_MD = os.path.join(benchlib.BENCH_DIR, "results", "measured-apart.md")
 README = os.path.join(benchlib.REPO_ROOT, "README.md")
 SUMMARY_FALLBACK = os.path.join(benchlib.BENCH_DIR, "README-summary.md")
 PUBLISHED = os.path.join(benchlib.RESULTS_DIR, "published.json")
@@ -1082,6 +1085,9 @@ def summary_markdown(data):
 def write_outputs(data, results_md=RESULTS_MD, readme=README, published=None):
     with open(results_md, "w") as f:
         f.write(results_markdown(data) + "\n")
+        if os.path.exists(APART_MD):
+            with open(APART_MD) as apart:
+                f.write("\n" + apart.read())
     print(f"wrote {os.path.relpath(results_md, benchlib.REPO_ROOT)}")
     if published is None and results_md == RESULTS_MD:
         published = PUBLISHED
