@@ -34,6 +34,7 @@
 #include "pycore_interp.h"        // PyInterpreterState.gc: the permanent generation
 #include "pycore_code.h"          // _PyLocals_GetKind()
 #include "pycore_frame.h"         // _PyInterpreterFrame: locals, evaluation stack
+#include "pycore_dict.h"          // DK_IS_UNICODE(): the keys dict_traverse() skips
 
 #define RETENTION_NONE UINT32_MAX
 
@@ -238,6 +239,36 @@ retention_traverse_code(PyCodeObject *code, visitproc visit, void *arg)
     return 0;
 }
 
+/* OBJ's tp_traverse, and the keys of a dict whose table has only str
+   keys: dict_traverse() leaves those out (a str makes no cycle), but the
+   dict holds them, and a str held only as a key (a cache keyed by paths,
+   zipimport's directory cache) must be found and counted as referred to.
+   A split table's keys are its type's, not the dict's. */
+static int
+retention_tp_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    traverseproc traverse = Py_TYPE(obj)->tp_traverse;
+    if (traverse == NULL) {
+        return 0;
+    }
+    int res = traverse(obj, visit, arg);
+    if (res != 0 || !PyDict_Check(obj)) {
+        return res;
+    }
+    PyDictObject *mp = (PyDictObject *)obj;
+    PyDictKeysObject *keys = mp->ma_keys;
+    if (mp->ma_values != NULL || !DK_IS_UNICODE(keys)) {
+        return 0;
+    }
+    PyDictUnicodeEntry *entries = DK_UNICODE_ENTRIES(keys);
+    for (Py_ssize_t i = 0; i < keys->dk_nentries; i++) {
+        if (entries[i].me_value != NULL) {
+            Py_VISIT(entries[i].me_key);
+        }
+    }
+    return 0;
+}
+
 /* Phase 1 (and phase 2's second search): OBJ is referred to by the entry
    being traversed. */
 static int
@@ -291,11 +322,10 @@ retention_traverse(retention_search *s, uint32_t index, visitproc visit)
         (void)retention_traverse_code((PyCodeObject *)obj, visit, s);
         return;
     }
-    traverseproc traverse = Py_TYPE(obj)->tp_traverse;
-    if (traverse == NULL || !PyObject_IS_GC(obj)) {
+    if (!PyObject_IS_GC(obj)) {
         return;
     }
-    (void)traverse(obj, visit, s);
+    (void)retention_tp_traverse(obj, visit, s);
 }
 
 /* Phase 2, listing: OBJ is referred to by an unreached object.  The
@@ -1478,10 +1508,7 @@ site_drain(site_search *ss)
                                           ss);
             continue;
         }
-        traverseproc traverse = Py_TYPE(obj)->tp_traverse;
-        if (traverse != NULL) {
-            (void)traverse(obj, site_visit, ss);
-        }
+        (void)retention_tp_traverse(obj, site_visit, ss);
     }
 }
 
@@ -1569,10 +1596,7 @@ tracemalloc_site_objects(PyObject *module, PyObject *const *args,
     }
     for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
         PyObject *obj = PyList_GET_ITEM(everything, i);
-        traverseproc traverse = Py_TYPE(obj)->tp_traverse;
-        if (traverse != NULL) {
-            (void)traverse(obj, site_visit, &ss);
-        }
+        (void)retention_tp_traverse(obj, site_visit, &ss);
         site_drain(&ss);
     }
     if (!ss.failed) {

@@ -883,6 +883,44 @@ class ObjgraphOracleTests(unittest.TestCase):
     def test_c_static(self):
         self.compare(CStatic)
 
+    def oracle_chain(self, target, root):
+        found = objgraph.find_backref_chain(
+            target, lambda obj: obj is root, max_depth=20,
+            extra_ignore=(id(sys._getframe()), id(sys._getframe(1))))
+        self.assertIs(found[-1], target)
+        return [type(obj).__name__ for obj in found]
+
+    def test_dict_keys(self):
+        # Objects held only as dict keys (issue 43, 3.2).  A dict of
+        # general keys: objgraph sees the key (dict_traverse() visits it)
+        # and its chain has the length of ours.
+        module = plant("leakapp_oracle_keys", """
+            _BY_BYTES = {}
+            _BY_PATH = {}
+            def cache(i):
+                _BY_BYTES[b"/tmp/zipped-" + str(i).encode() * 20] = []
+                _BY_PATH["/tmp/zipped-" + str(i) * 20] = []
+            for i in range(COUNT):
+                cache(i)
+        """, COUNT=COUNT)
+        self.addCleanup(sys.modules.pop, "leakapp_oracle_keys")
+        targets = list(module._BY_BYTES)
+        oracle = self.oracle_chain(targets[0], module)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(str(chain).split(" \u2192 ")[1:],
+                         ["global _BY_BYTES (dict)", "key", "bytes"])
+        self.assertEqual(len(oracle), chain.length + 1, (chain, oracle))
+        # A dict of str keys: dict_traverse() leaves the keys out, so
+        # gc.get_referrers(), which objgraph walks, cannot see them (the
+        # search visits them itself): ours is objgraph's chain to the dict,
+        # one step longer.
+        targets = list(module._BY_PATH)
+        oracle = self.oracle_chain(module._BY_PATH, module)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(str(chain).split(" \u2192 ")[1:],
+                         ["global _BY_PATH (dict)", "key", "str"])
+        self.assertEqual(len(oracle) + 1, chain.length + 1, (chain, oracle))
+
 
 # ---- the chain in the leak reports (issue 30, item 2) -----------------
 
@@ -1663,6 +1701,72 @@ class ReviewS38Tests(unittest.TestCase):
         for obj in (result, chain, chain.steps[0], chain.root,
                     chain.steps):
             self.assertIsNone(tracemalloc.get_object_traceback(obj), obj)
+
+
+# ---- "held by:" never says "freed" about live memory (issue 43, 3) -------
+
+class HeldByLiveMemoryTests(unittest.TestCase):
+    """Memory measured live is never reported freed: a site whose blocks
+    are a container's buffer, strings held only as dict keys, values kept
+    by a thread's or a task's contextvars.Context, an object kept by a
+    leaked reference."""
+
+    def setUp(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracemalloc is already tracing")
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+
+    def plant(self, name, source, **names):
+        self.addCleanup(sys.modules.pop, name, None)
+        return plant(name, source, **names)
+
+    def held_by(self, report):
+        return [line for line in report.format().splitlines()
+                if "held by:" in line]
+
+    def test_dict_key_strings(self):
+        # Strings held only as the keys of a dict of str keys, which
+        # dict_traverse() leaves out: found, and named as keys.
+        module = self.plant("leakapp_keys", """
+            _DIRECTORY = {}
+            def cache(i):
+                _DIRECTORY["/tmp/zipped-" + str(i) * 20] = None
+            for i in range(COUNT):
+                cache(i)
+        """, COUNT=COUNT)
+        lineno = module.cache.__code__.co_firstlineno + 1
+        keys = retention.site_objects("<string>", lineno)
+        self.assertEqual(sorted(keys), sorted(module._DIRECTORY))
+        del keys
+        result = retention.site_retention(("<string>", lineno))
+        self.assertEqual(result.count, COUNT)
+        self.assertEqual(result.holders, 1)
+        chain = result.chains[0]
+        self.assertEqual(str(chain), "module leakapp_keys \u2192 global "
+                                     "_DIRECTORY (dict) \u2192 key \u2192 str")
+        self.assertEqual((chain.count, chain.types), (COUNT, {"str": COUNT}))
+
+    def test_dict_key_strings_counted(self):
+        # A dict of str keys held by C code only: its keys are referred to
+        # by it (the dict is the no-referrer holder, not each key).
+        if _testtracemalloc is None:
+            self.skipTest("needs _testtracemalloc")
+        # (A list value: the dict is tracked, listed by the collector.)
+        held = {"/tmp/path-" + str(i) * 30: [] for i in range(COUNT)}
+        previous = _testtracemalloc.keep_in_static(held)
+        self.addCleanup(_testtracemalloc.keep_in_static, previous)
+        targets = list(held)
+        del held
+        result = retention.retention_paths(targets)
+        self.assertEqual(result.holders, 1, result.format())
+        chain = result.chains[0]
+        self.assertEqual(chain.kind, "no-referrer", chain)
+        self.assertEqual(str(chain).split(" \u2192 ", 1)[1], "dict \u2192 key "
+                         "\u2192 str")
+        self.assertEqual(chain.count, COUNT)
+
+
 
 
 if __name__ == "__main__":
