@@ -1380,20 +1380,22 @@ typedef struct {
     int pinned;               /* the pin held throughout */
     uint8_t *verdicts;        /* by node id: 0 unknown, 1 match, 2 not */
     size_t nverdicts;
+    int buffers;              /* match the buffers objects own too */
     retention_search seen;    /* the matches not tracked by the collector */
     PyObject *found;
     int failed;
 } site_search;
 
-/* 1 if OBJ was allocated at the site, 0 if not, -1 out of memory. */
+/* 1 if the block at BLOCK was allocated at the site, 0 if not, -1 out of
+   memory. */
 static int
-site_matches(site_search *ss, PyObject *obj)
+site_block_matches(site_search *ss, uintptr_t block)
 {
     _PyTraceMalloc_Node node;
     _PyTraceMalloc_CCTView view;
-    if (!_PyTraceMalloc_GetTraceNode(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                     _PyTraceMalloc_ObjectBlock(obj),
-                                     &node, &view)) {
+    if (block == 0
+        || !_PyTraceMalloc_GetTraceNode(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                        block, &node, &view)) {
         return 0;
     }
     if (node < ss->nverdicts && ss->verdicts[node] != 0) {
@@ -1432,6 +1434,51 @@ site_matches(site_search *ss, PyObject *obj)
         ss->nverdicts = n;
     }
     ss->verdicts[node] = match ? 1 : 2;
+    return match;
+}
+
+/* The blocks OBJ owns besides its own: a list's items, a bytearray's
+   bytes, a combined dict's table (a split table's keys are its type's),
+   a set's table.  A line that grows a container made elsewhere
+   (_BUF.extend(...)) allocates only these: the container is its object.
+   At most 1, in BLOCKS[0]. */
+static int
+site_buffers(PyObject *obj, uintptr_t *blocks)
+{
+    void *buffer = NULL;
+    if (PyList_Check(obj)) {
+        buffer = ((PyListObject *)obj)->ob_item;
+    }
+    else if (PyByteArray_Check(obj)) {
+        buffer = ((PyByteArrayObject *)obj)->ob_bytes;
+    }
+    else if (PyDict_Check(obj)) {
+        PyDictObject *mp = (PyDictObject *)obj;
+        /* The shared empty table is static: it has no trace. */
+        if (mp->ma_values == NULL) {
+            buffer = mp->ma_keys;
+        }
+    }
+    else if (PyAnySet_Check(obj)) {
+        PySetObject *so = (PySetObject *)obj;
+        if (so->table != so->smalltable) {
+            buffer = so->table;
+        }
+    }
+    blocks[0] = (uintptr_t)buffer;
+    return buffer != NULL;
+}
+
+/* 1 if OBJ (or, in the buffers pass, a buffer it owns) was allocated at
+   the site, 0 if not, -1 out of memory. */
+static int
+site_matches(site_search *ss, PyObject *obj)
+{
+    int match = site_block_matches(ss, _PyTraceMalloc_ObjectBlock(obj));
+    uintptr_t buffer;
+    if (match == 0 && ss->buffers && site_buffers(obj, &buffer)) {
+        match = site_block_matches(ss, buffer);
+    }
     return match;
 }
 
@@ -1512,13 +1559,42 @@ site_drain(site_search *ss)
     }
 }
 
+/* One pass over EVERYTHING (the collector's objects), what they refer to
+   that it does not track, and the frames' locals. */
+static void
+site_scan(site_search *ss, PyObject *everything)
+{
+    Py_ssize_t n = PyList_GET_SIZE(everything);
+    for (Py_ssize_t i = 0; i < n && !ss->failed; i++) {
+        PyObject *obj = PyList_GET_ITEM(everything, i);
+        int match = site_matches(ss, obj);
+        if (match < 0) {
+            ss->failed = 1;
+        }
+        else if (match && PyList_Append(ss->found, obj) < 0) {
+            ss->failed = 2;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n && !ss->failed; i++) {
+        PyObject *obj = PyList_GET_ITEM(everything, i);
+        (void)retention_tp_traverse(obj, site_visit, ss);
+        site_drain(ss);
+    }
+    if (!ss->failed) {
+        (void)retention_each_frame(site_visit_frame, ss);
+        site_drain(ss);
+    }
+}
+
 PyDoc_STRVAR(tracemalloc_site_objects__doc__,
 "_site_objects($module, filename, lineno, /)\n"
 "--\n"
 "\n"
 "The live objects whose allocation was traced at FILENAME:LINENO (their\n"
 "most recent frame; any line when LINENO is None), as a list: those the\n"
-"collector lists, then those they refer to that it does not.");
+"collector lists, then those they refer to that it does not.  When none\n"
+"of the site's blocks is an object: the lists, dicts, sets and bytearrays\n"
+"whose buffer is one of them.");
 
 static PyObject *
 tracemalloc_site_objects(PyObject *module, PyObject *const *args,
@@ -1583,25 +1659,18 @@ tracemalloc_site_objects(PyObject *module, PyObject *const *args,
     if (retention_add_frozen(everything) < 0) {
         goto done;
     }
-    Py_ssize_t n = PyList_GET_SIZE(everything);
-    for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
-        PyObject *obj = PyList_GET_ITEM(everything, i);
-        int match = site_matches(&ss, obj);
-        if (match < 0) {
-            ss.failed = 1;
+    site_scan(&ss, everything);
+    if (!ss.failed && PyList_GET_SIZE(ss.found) == 0) {
+        /* None of the site's blocks is an object: the line grew a
+           container made elsewhere (_BUF.extend(...)).  Its objects are
+           then the owners of the buffers it allocated. */
+        retention_fini(&ss.seen);
+        if (retention_init(&ss.seen, 0) < 0) {
+            PyErr_NoMemory();
+            goto done;
         }
-        else if (match && PyList_Append(ss.found, obj) < 0) {
-            ss.failed = 2;
-        }
-    }
-    for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
-        PyObject *obj = PyList_GET_ITEM(everything, i);
-        (void)retention_tp_traverse(obj, site_visit, &ss);
-        site_drain(&ss);
-    }
-    if (!ss.failed) {
-        (void)retention_each_frame(site_visit_frame, &ss);
-        site_drain(&ss);
+        ss.buffers = 1;
+        site_scan(&ss, everything);
     }
     if (ss.failed == 1) {
         PyErr_NoMemory();

@@ -890,6 +890,29 @@ class ObjgraphOracleTests(unittest.TestCase):
         self.assertIs(found[-1], target)
         return [type(obj).__name__ for obj in found]
 
+    def test_buffer_owner(self):
+        # A line that only grows a global bytearray: the site's object is
+        # the buffer's owner (issue 43, 3.1), and objgraph's chain to it
+        # has the length of ours, the module object added.
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        module = plant("leakapp_oracle_buffer", """
+            _BUF = bytearray()
+            CHUNK = b"x" * 300
+            def grow():
+                _BUF.extend(CHUNK)
+            for i in range(COUNT):
+                grow()
+        """, COUNT=COUNT)
+        self.addCleanup(sys.modules.pop, "leakapp_oracle_buffer")
+        targets = retention.site_objects(
+            "<string>", module.grow.__code__.co_firstlineno + 1)
+        self.assertEqual([id(t) for t in targets], [id(module._BUF)])
+        oracle = self.oracle_chain(module._BUF, module)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(len(oracle), chain.length + 1, (chain, oracle))
+        self.assertEqual(oracle[-2:], ["dict", "bytearray"])
+
     def test_dict_keys(self):
         # Objects held only as dict keys (issue 43, 3.2).  A dict of
         # general keys: objgraph sees the key (dict_traverse() visits it)
@@ -1724,6 +1747,38 @@ class HeldByLiveMemoryTests(unittest.TestCase):
     def held_by(self, report):
         return [line for line in report.format().splitlines()
                 if "held by:" in line]
+
+    def test_buffer_owner(self):
+        # The line only grows a bytearray and a list made at import: its
+        # blocks are their buffers, and the buffers' owners are its
+        # objects.
+        module = self.plant("leakapp_buffers", """
+            _BUF = bytearray()
+            _ITEMS = []
+            NONES = (None,) * 50
+            CHUNK = b"x" * 300
+            def grow_bytes():
+                _BUF.extend(CHUNK)
+            def grow_list():
+                _ITEMS.extend(NONES)
+        """)
+        from tracemalloc import leaks
+        for work, name, type_name in ((module.grow_bytes, "_BUF", "bytearray"),
+                                      (module.grow_list, "_ITEMS", "list")):
+            with self.subTest(name):
+                report = leaks.check(work)
+                self.assertTrue(report, report)
+                site = report.sites[0]
+                self.assertEqual(site.lineno,
+                                 work.__code__.co_firstlineno + 1)
+                chain = site.retention.chains[0]
+                self.assertEqual(
+                    str(chain), f"module leakapp_buffers \u2192 global "
+                                f"{name} ({type_name})")
+                self.assertEqual(chain.types, {type_name: 1})
+                lines = self.held_by(report)
+                self.assertIn(f"global {name} ({type_name})", lines[0])
+                self.assertNotIn("freed", "\n".join(lines))
 
     def test_dict_key_strings(self):
         # Strings held only as the keys of a dict of str keys, which

@@ -603,6 +603,9 @@ def site_objects(filename, lineno=None):
     *filename*:*lineno* (the most recent frame; any line if *lineno* is
     None): a list.  Objects that the collector does not track (bytes, str,
     int, ...) are found through the tracked objects that refer to them.
+    When none of the site's blocks is an object, the site grew a container
+    made elsewhere (``_BUF.extend(data)``): its objects are then the lists,
+    dicts, sets and bytearrays whose buffer is one of those blocks.
     """
     if not _tracemalloc.is_tracing():
         raise RuntimeError("the tracemalloc module must be tracing memory "
