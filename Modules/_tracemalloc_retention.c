@@ -1,8 +1,9 @@
 /* Retention paths: who holds a set of objects alive.
  *
  * Included by Modules/_tracemalloc.c; exposed as
- * _tracemalloc._retention_paths(), _tracemalloc._thread_dicts() and
- * _tracemalloc._site_objects() (a site's live objects).
+ * _tracemalloc._retention_paths(), _tracemalloc._thread_dicts(),
+ * _tracemalloc._thread_contexts() and _tracemalloc._site_objects() (a
+ * site's live objects).
  * Lib/tracemalloc/retention.py chooses the roots, names the steps and
  * documents the result.
  *
@@ -1176,6 +1177,39 @@ tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
     return list;
 }
 
+PyDoc_STRVAR(tracemalloc_thread_contexts__doc__,
+"_thread_contexts($module, /)\n"
+"--\n"
+"\n"
+"[(thread_id, context)]: the current contextvars.Context of every thread\n"
+"of this interpreter that has one (where ContextVar.set() keeps its\n"
+"values), a root that only the thread state refers to.");
+
+static PyObject *
+tracemalloc_thread_contexts(PyObject *module, PyObject *unused)
+{
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        return NULL;
+    }
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+         ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (ts->context == NULL) {
+            continue;
+        }
+        PyObject *item = Py_BuildValue("(kO)", (unsigned long)ts->thread_id,
+                                       ts->context);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return list;
+}
+
 /* ---- the frames of every thread ------------------------------------ */
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -1699,6 +1733,8 @@ done:
      METH_FASTCALL | METH_KEYWORDS, tracemalloc_retention_paths__doc__}, \
     {"_thread_dicts", tracemalloc_thread_dicts, METH_NOARGS, \
      tracemalloc_thread_dicts__doc__}, \
+    {"_thread_contexts", tracemalloc_thread_contexts, METH_NOARGS, \
+     tracemalloc_thread_contexts__doc__}, \
     {"_site_objects", _PyCFunction_CAST(tracemalloc_site_objects), \
      METH_FASTCALL, tracemalloc_site_objects__doc__}, \
     {"_frame_roots", tracemalloc_frame_roots, METH_NOARGS, \

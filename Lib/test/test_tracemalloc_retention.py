@@ -1821,6 +1821,61 @@ class HeldByLiveMemoryTests(unittest.TestCase):
                          "\u2192 str")
         self.assertEqual(chain.count, COUNT)
 
+    def test_thread_context_root(self):
+        # A value that only a ContextVar.set() of this thread keeps: the
+        # thread's context is the root, not "no Python referrer".
+        import contextvars
+        targets = []
+
+        def body():
+            variable = contextvars.ContextVar("leaky_payload")
+            variable.set([Payload(1)])
+            targets.append(variable.get()[0])
+            del variable
+            return retention.retention_paths(targets)
+
+        result = contextvars.copy_context().run(body)
+        chain = result.chains[0]
+        name = threading.current_thread().name
+        self.assertEqual((chain.kind, chain.root_kind, chain.root),
+                         ("root", "context", f"thread {name}, context"),
+                         chain)
+        self.assertEqual(str(chain),
+                         f"thread {name}, context \u2192 ContextVar "
+                         f"leaky_payload (list) \u2192 [0] \u2192 "
+                         f"{_payload_type()}")
+
+    def test_task_context_root(self):
+        # The same in an asyncio task: the task's context is the root.
+        import asyncio
+        import contextvars
+        targets = []
+        found = []
+
+        async def holder(ready, done):
+            variable = contextvars.ContextVar("task_payload")
+            variable.set(Payload(2))
+            targets.append(variable.get())
+            del variable
+            ready.set()
+            await done.wait()
+
+        async def main():
+            ready, done = asyncio.Event(), asyncio.Event()
+            task = asyncio.create_task(holder(ready, done),
+                                       name="holder-task")
+            await ready.wait()
+            found.append(retention.retention_paths(targets))
+            done.set()
+            await task
+
+        asyncio.run(main())
+        chain = found[0].chains[0]
+        self.assertEqual((chain.root_kind, chain.root),
+                         ("context", "asyncio task holder-task, context"),
+                         chain)
+        self.assertEqual(str(chain).split(" \u2192 ", 1)[1],
+                         f"ContextVar task_payload ({_payload_type()})")
 
 
 

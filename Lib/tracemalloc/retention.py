@@ -4,7 +4,8 @@
 *objects*, the shortest chain of references from a root -- a module's
 globals, a class's attributes, a local variable of a frame of any thread,
 ``gc.garbage``, a thread's state dict (where ``threading.local`` keeps its
-data) -- down to one of them, and says how many of the objects (and how
+data), a thread's or an asyncio task's ``contextvars.Context`` -- down to
+one of them, and says how many of the objects (and how
 many bytes) hang under that holder.  ``site_objects(filename, lineno)``
 lists the live objects that tracemalloc traced at one line, so that
 ``site_retention()`` answers the same question for a snapshot's site.
@@ -31,7 +32,8 @@ _REPR_LIMIT = 40
 
 # Root kinds, in the order the search starts from them: at equal length,
 # a chain from an earlier kind wins.
-ROOT_KINDS = ("gc.garbage", "module", "class", "thread", "frame")
+ROOT_KINDS = ("gc.garbage", "module", "class", "thread", "context",
+              "frame")
 
 
 def _short_repr(obj, limit=_REPR_LIMIT):
@@ -100,7 +102,8 @@ class Chain:
         For ``'root'`` chains: one of ``ROOT_KINDS`` and the root's
         description (``module app.sessions``, ``class app.Registry``,
         ``thread MainThread, frame work() at app.py:12``, ``gc.garbage``,
-        ``thread worker, state dict``).  Else None.
+        ``thread worker, state dict``, ``thread MainThread, context``,
+        ``asyncio task Task-3, context``).  Else None.
     *steps*
         List of ``Step``, from the root down to one of the objects.
     *length*
@@ -318,6 +321,19 @@ def roots(skip_frames=None):
     for ident, namespace in _tracemalloc._thread_dicts():
         name = names.get(ident, ident)
         result.append(("thread", f"thread {name}, state dict", namespace))
+    # Each thread's current contextvars.Context, which only its thread
+    # state refers to (ContextVar.set() keeps the value there), and each
+    # asyncio task's: walked from their variables, by name.
+    for ident, context in _tracemalloc._thread_contexts():
+        name = names.get(ident, ident)
+        result.append(("context", f"thread {name}, context",
+                       _context_variables(context)))
+    for task in _asyncio_tasks():
+        context = _task_context(task)
+        if context is not None:
+            result.append(("context",
+                           f"asyncio task {_task_name(task)}, context",
+                           _context_variables(context)))
     # The frames, read in C: their locals without frame.f_locals (which
     # on 3.11 copies them into the frame, bringing a deleted local back),
     # a frame's own locals mapping when it is not a function's (a module,
@@ -358,6 +374,67 @@ def roots(skip_frames=None):
 class _Stack(tuple):
     """The values on a frame's evaluation stack (a root's namespace)."""
     __slots__ = ()
+
+
+def _context_variables(context):
+    """{name: value} of the variables set in *context* (a
+    contextvars.Context): the namespace of a context root.  A name that
+    several variables share gets its variable's id."""
+    namespace = {}
+    for variable, value in context.items():
+        name = variable.name
+        if name in namespace:
+            name = f"{name} (at {id(variable):#x})"
+        namespace[name] = value
+    return namespace
+
+
+def _asyncio_tasks():
+    """The asyncio tasks not done yet, of every loop (none if asyncio was
+    never imported)."""
+    tasks_module = sys.modules.get("asyncio.tasks")
+    if tasks_module is None:
+        return []
+    tasks = []
+    # 3.12+: _scheduled_tasks and _eager_tasks; 3.11: _all_tasks.
+    for name in ("_scheduled_tasks", "_eager_tasks", "_all_tasks"):
+        registry = getattr(tasks_module, name, None)
+        if registry is None:
+            continue
+        try:
+            tasks.extend(list(registry))
+        except Exception:
+            continue
+    result = []
+    seen = set()
+    for task in tasks:
+        if id(task) in seen:
+            continue
+        seen.add(id(task))
+        try:
+            if task.done():
+                continue
+        except Exception:
+            continue
+        result.append(task)
+    return result
+
+
+def _task_context(task):
+    get_context = getattr(type(task), "get_context", None)
+    try:
+        if get_context is not None:
+            return get_context(task)
+        return getattr(task, "_context", None)     # 3.11
+    except Exception:
+        return None
+
+
+def _task_name(task):
+    try:
+        return task.get_name()
+    except Exception:
+        return f"at {id(task):#x}"
 
 
 def _own_code():
@@ -473,7 +550,7 @@ def _how(parent, child):
 
 
 _NAMESPACE_STEP = {"module": "global", "class": "attribute",
-                   "frame": "local"}
+                   "frame": "local", "context": "ContextVar"}
 
 
 def _steps(objects, root_kind):
