@@ -2,8 +2,8 @@
  *
  * Included by Modules/_tracemalloc.c; exposed as
  * _tracemalloc._retention_paths(), _tracemalloc._thread_dicts(),
- * _tracemalloc._thread_contexts() and _tracemalloc._site_objects() (a
- * site's live objects).
+ * _tracemalloc._thread_contexts(), _tracemalloc._site_objects() (a site's
+ * live objects) and _tracemalloc._site_blocks() (its live blocks).
  * Lib/tracemalloc/retention.py chooses the roots, names the steps and
  * documents the result.
  *
@@ -1630,32 +1630,106 @@ PyDoc_STRVAR(tracemalloc_site_objects__doc__,
 "of the site's blocks is an object: the lists, dicts, sets and bytearrays\n"
 "whose buffer is one of them.");
 
-static PyObject *
-tracemalloc_site_objects(PyObject *module, PyObject *const *args,
-                         Py_ssize_t nargs)
+/* The (filename, lineno) arguments of _site_objects() and _site_blocks():
+   0 with *LINENO -1 for None, or -1 with an exception. */
+static int
+site_parse_args(const char *name, PyObject *const *args, Py_ssize_t nargs,
+                int *lineno)
 {
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_site_objects() takes 2 arguments");
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments", name);
+        return -1;
     }
     PyObject *filename = args[0];
     if (!PyUnicode_Check(filename)) {
         PyErr_Format(PyExc_TypeError, "filename must be a str, not %.200s",
                      Py_TYPE(filename)->tp_name);
+        return -1;
+    }
+    *lineno = -1;
+    if (args[1] != Py_None) {
+        *lineno = _PyLong_AsInt(args[1]);
+        if (*lineno == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (*lineno < 0) {
+            PyErr_SetString(PyExc_ValueError, "lineno must be >= 0");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(tracemalloc_site_blocks__doc__,
+"_site_blocks($module, filename, lineno, /)\n"
+"--\n"
+"\n"
+"(count, size) of the live blocks of domain 0 traced at FILENAME:LINENO\n"
+"(their most recent frame; any line when LINENO is None), from the\n"
+"engine's totals per call context, whatever they hold: objects or not.\n"
+"In sampling mode, the estimated counts.");
+
+static PyObject *
+tracemalloc_site_blocks(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs)
+{
+    int lineno;
+    if (site_parse_args("_site_blocks", args, nargs, &lineno) < 0) {
         return NULL;
     }
-    int lineno = -1;
-    if (args[1] != Py_None) {
-        lineno = _PyLong_AsInt(args[1]);
-        if (lineno == -1 && PyErr_Occurred()) {
-            return NULL;
+    if (!_Py_tracemalloc_config.tracing) {
+        return Py_BuildValue("(ii)", 0, 0);
+    }
+    PyObject *filename = args[0];
+    int want_kind = PyUnicode_KIND(filename);
+    const void *want_data = PyUnicode_DATA(filename);
+    Py_ssize_t want_length = PyUnicode_GET_LENGTH(filename);
+    _PyTraceMalloc_PeakGroup *groups;
+    size_t ngroups;
+    uint32_t generation;
+    _PyTraceMalloc_CCTView view;
+    if (_PyTraceMalloc_LiveCopy(&groups, &ngroups, &generation, &view,
+                                1) < 0) {
+        return PyErr_NoMemory();
+    }
+    uint64_t count = 0, size = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        if (groups[i].domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+            continue;
         }
-        if (lineno < 0) {
-            PyErr_SetString(PyExc_ValueError, "lineno must be >= 0");
-            return NULL;
+        _PyTraceMalloc_Node parent;
+        int line, kind;
+        uint32_t depth;
+        const void *data;
+        Py_ssize_t length;
+        if (_PyTraceMalloc_NodeInfo(&view, groups[i].node, &parent, &line,
+                                    &depth, &data, &kind, &length)
+            && data != NULL && kind == want_kind && length == want_length
+            && (lineno < 0 || line == lineno)
+            && memcmp(data, want_data,
+                      (size_t)length * (size_t)kind) == 0) {
+            count += groups[i].count;
+            size += groups[i].size;
         }
     }
+    if (view.sample != 0) {
+        count /= _PyTraceMalloc_SAMPLE_COUNT_UNIT;
+    }
+    _PyTraceMalloc_CCTUnpin();
+    free(groups);
+    return Py_BuildValue("(KK)", (unsigned long long)count,
+                         (unsigned long long)size);
+}
+
+static PyObject *
+tracemalloc_site_objects(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargs)
+{
+    int lineno;
+    if (site_parse_args("_site_objects", args, nargs, &lineno) < 0) {
+        return NULL;
+    }
+    PyObject *filename = args[0];
     PyObject *gc = PyImport_ImportModule("gc");
     if (gc == NULL) {
         return NULL;
@@ -1737,6 +1811,8 @@ done:
      tracemalloc_thread_contexts__doc__}, \
     {"_site_objects", _PyCFunction_CAST(tracemalloc_site_objects), \
      METH_FASTCALL, tracemalloc_site_objects__doc__}, \
+    {"_site_blocks", _PyCFunction_CAST(tracemalloc_site_blocks), \
+     METH_FASTCALL, tracemalloc_site_blocks__doc__}, \
     {"_frame_roots", tracemalloc_frame_roots, METH_NOARGS, \
      tracemalloc_frame_roots__doc__}, \
     {"_untraced_call", _PyCFunction_CAST(tracemalloc_untraced_call), \

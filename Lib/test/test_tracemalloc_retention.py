@@ -1877,6 +1877,49 @@ class HeldByLiveMemoryTests(unittest.TestCase):
         self.assertEqual(str(chain).split(" \u2192 ", 1)[1],
                          f"ContextVar task_payload ({_payload_type()})")
 
+    def test_refcount_leak_not_freed(self):
+        # bytes kept by a reference leaked from C (an extra Py_IncRef):
+        # live, so never "freed"; the report gives the live blocks.
+        import ctypes
+        leaked = []
+        module = self.plant("leakapp_incref", """
+            def work():
+                obj = bytes(range(250)) * 2
+                incref(obj)
+                leaked.append(id(obj))
+        """, incref=lambda obj: ctypes.pythonapi.Py_IncRef(
+                ctypes.py_object(obj)), leaked=leaked)
+
+        def release():
+            for address in leaked:
+                ctypes.pythonapi.Py_DecRef(ctypes.c_void_p(address))
+        self.addCleanup(release)
+        from tracemalloc import leaks
+        report = leaks.check(module.work)
+        self.assertTrue(report, report)
+        site = report.sites[0]
+        self.assertEqual(site.lineno, 3)
+        lines = site.format_retention()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertNotIn("freed", lines[0])
+        blocks, size = site.retention.blocks
+        self.assertGreaterEqual(blocks, len(leaked) - 1)
+        self.assertGreaterEqual(size, blocks * 500)
+        self.assertIn(f"no object found in the {blocks} live blocks of "
+                      f"this line ({size} B)", lines[0])
+
+    def test_freed_said_when_checked(self):
+        # No live block left at the line: that, and only that, is "freed".
+        module = self.plant("leakapp_gone", """
+            def work():
+                return [bytearray(100) for _ in range(3)]
+        """)
+        module.work()
+        lineno = module.work.__code__.co_firstlineno + 1
+        result = retention.site_retention(("<string>", lineno))
+        self.assertEqual(result.blocks, (0, 0))
+        self.assertEqual(result.chains, [])
+        self.assertIn("freed", result.no_chain())
 
 
 if __name__ == "__main__":

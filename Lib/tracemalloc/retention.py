@@ -212,15 +212,18 @@ class Retention:
     count, then size); *holders*: how many independent holders there are
     in all; *count*: how many distinct objects were asked about;
     *reached*: how many of them are reachable from a root; *types*:
-    ``{type name: count}`` of all of them.
+    ``{type name: count}`` of all of them; *blocks*: for a site's
+    retention (site_retention()), ``(count, size)`` of the site's live
+    blocks when the search ran, objects or not; else None.
     """
 
-    def __init__(self, chains, holders, count, reached, types):
+    def __init__(self, chains, holders, count, reached, types, blocks=None):
         self.chains = chains
         self.holders = holders
         self.count = count
         self.reached = reached
         self.types = types
+        self.blocks = blocks
 
     def __repr__(self):
         return (f"<Retention {self.count} objects, {self.holders} "
@@ -239,6 +242,26 @@ class Retention:
 
     def __str__(self):
         return "\n".join(self.format())
+
+    def no_chain(self):
+        """What is known when there is no chain to show: only what the
+        search checked (the site's live blocks, the objects found)."""
+        if self.count:
+            return (f"{self.count} object(s), no chain asked for "
+                    f"(max_chains=0)")
+        if self.blocks is None:
+            return "no object asked about"
+        blocks, size = self.blocks
+        if not blocks:
+            return ("no live block of this line left: all freed before "
+                    "the search")
+        plural = "" if blocks == 1 else "s"
+        return (f"no object found in the {blocks} live block{plural} of "
+                f"this line ({size} B): none is an object that the "
+                f"collector, a container or a frame refers to, nor a "
+                f"list's, dict's, set's or bytearray's buffer (an object "
+                f"that only C code or a leaked reference keeps is not "
+                f"seen)")
 
     def as_dict(self):
         """JSON-ready data: the chains (Chain.as_dict()) and the totals."""
@@ -721,5 +744,12 @@ def site_retention(site, *, max_chains=MAX_CHAINS):
     ``tracemalloc.leaks.LeakSite``.  A site of another domain than 0 (a C
     extension's own blocks, which are not objects) has no objects."""
     location = _site_location(site)
-    objects = site_objects(*location) if location is not None else []
-    return retention_paths(objects, max_chains=max_chains)
+    if location is None:
+        return retention_paths([], max_chains=max_chains)
+    objects = site_objects(*location)
+    result = retention_paths(objects, max_chains=max_chains)
+    # After the search: its own objects are made untraced, the site's
+    # blocks are still live (the list above holds their objects).
+    result.blocks = _tracemalloc._site_blocks(*location)
+    del objects
+    return result
