@@ -1918,6 +1918,8 @@ class HeldByLiveMemoryTests(unittest.TestCase):
         lineno = module.work.__code__.co_firstlineno + 1
         result = retention.site_retention(("<string>", lineno))
         self.assertEqual(result.blocks, (0, 0))
+        # Made untraced, as the rest of the result.
+        self.assertIsNone(tracemalloc.get_object_traceback(result.blocks))
         self.assertEqual(result.chains, [])
         self.assertIn("freed", result.no_chain())
 

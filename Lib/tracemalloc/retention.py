@@ -642,15 +642,22 @@ def retention_paths(objects, *, max_chains=MAX_CHAINS):
     objects it holds; the *max_chains* (default 3) largest are kept.  The
     container *objects* itself (and the search's own) are not holders.
     """
+    _check_max_chains(max_chains)
+    return _untraced(_retention_paths, objects, max_chains)
+
+
+def _check_max_chains(max_chains):
     if isinstance(max_chains, bool) or not isinstance(max_chains, int):
         raise TypeError("max_chains must be an int")
     if max_chains < 0:
         raise ValueError("max_chains must be >= 0")
+
+
+def _untraced(func, *args):
     # The roots, the result, and what is made and dropped on the way, with
     # this thread's tracing suspended: none of it shows in a snapshot.
     try:
-        return _tracemalloc._untraced_call(_retention_paths, objects,
-                                           max_chains)
+        return _tracemalloc._untraced_call(func, *args)
     finally:
         # What was made untraced and freed is on the free lists: the
         # program's next objects must not come from them untraced.
@@ -743,13 +750,15 @@ def site_retention(site, *, max_chains=MAX_CHAINS):
     ``StatisticDiff`` of a snapshot (its traceback's), or a leak report's
     ``tracemalloc.leaks.LeakSite``.  A site of another domain than 0 (a C
     extension's own blocks, which are not objects) has no objects."""
+    _check_max_chains(max_chains)
     location = _site_location(site)
     if location is None:
         return retention_paths([], max_chains=max_chains)
     objects = site_objects(*location)
-    result = retention_paths(objects, max_chains=max_chains)
-    # After the search: its own objects are made untraced, the site's
-    # blocks are still live (the list above holds their objects).
+    return _untraced(_site_retention, objects, location, max_chains)
+
+
+def _site_retention(objects, location, max_chains):
+    result = _retention_paths(objects, max_chains)
     result.blocks = _tracemalloc._site_blocks(*location)
-    del objects
     return result
