@@ -1870,6 +1870,8 @@ class HeldByLiveMemoryTests(unittest.TestCase):
             await task
 
         asyncio.run(main())
+        # asyncio.run() made the policy's default loop: leave none.
+        asyncio.set_event_loop_policy(None)
         chain = found[0].chains[0]
         self.assertEqual((chain.root_kind, chain.root),
                          ("context", "asyncio task holder-task, context"),
