@@ -1,8 +1,9 @@
 /* Retention paths: who holds a set of objects alive.
  *
  * Included by Modules/_tracemalloc.c; exposed as
- * _tracemalloc._retention_paths(), _tracemalloc._thread_dicts() and
- * _tracemalloc._site_objects() (a site's live objects).
+ * _tracemalloc._retention_paths(), _tracemalloc._thread_dicts(),
+ * _tracemalloc._thread_contexts(), _tracemalloc._site_objects() (a site's
+ * live objects) and _tracemalloc._site_blocks() (its live blocks).
  * Lib/tracemalloc/retention.py chooses the roots, names the steps and
  * documents the result.
  *
@@ -34,6 +35,7 @@
 #include "pycore_interp.h"        // PyInterpreterState.gc: the permanent generation
 #include "pycore_code.h"          // _PyLocals_GetKind()
 #include "pycore_frame.h"         // _PyInterpreterFrame: locals, evaluation stack
+#include "pycore_dict.h"          // DK_IS_UNICODE(): the keys dict_traverse() skips
 
 #define RETENTION_NONE UINT32_MAX
 
@@ -238,6 +240,36 @@ retention_traverse_code(PyCodeObject *code, visitproc visit, void *arg)
     return 0;
 }
 
+/* OBJ's tp_traverse, and the keys of a dict whose table has only str
+   keys: dict_traverse() leaves those out (a str makes no cycle), but the
+   dict holds them, and a str held only as a key (a cache keyed by paths,
+   zipimport's directory cache) must be found and counted as referred to.
+   A split table's keys are its type's, not the dict's. */
+static int
+retention_tp_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    traverseproc traverse = Py_TYPE(obj)->tp_traverse;
+    if (traverse == NULL) {
+        return 0;
+    }
+    int res = traverse(obj, visit, arg);
+    if (res != 0 || !PyDict_Check(obj)) {
+        return res;
+    }
+    PyDictObject *mp = (PyDictObject *)obj;
+    PyDictKeysObject *keys = mp->ma_keys;
+    if (mp->ma_values != NULL || !DK_IS_UNICODE(keys)) {
+        return 0;
+    }
+    PyDictUnicodeEntry *entries = DK_UNICODE_ENTRIES(keys);
+    for (Py_ssize_t i = 0; i < keys->dk_nentries; i++) {
+        if (entries[i].me_value != NULL) {
+            Py_VISIT(entries[i].me_key);
+        }
+    }
+    return 0;
+}
+
 /* Phase 1 (and phase 2's second search): OBJ is referred to by the entry
    being traversed. */
 static int
@@ -291,11 +323,10 @@ retention_traverse(retention_search *s, uint32_t index, visitproc visit)
         (void)retention_traverse_code((PyCodeObject *)obj, visit, s);
         return;
     }
-    traverseproc traverse = Py_TYPE(obj)->tp_traverse;
-    if (traverse == NULL || !PyObject_IS_GC(obj)) {
+    if (!PyObject_IS_GC(obj)) {
         return;
     }
-    (void)traverse(obj, visit, s);
+    (void)retention_tp_traverse(obj, visit, s);
 }
 
 /* Phase 2, listing: OBJ is referred to by an unreached object.  The
@@ -1146,6 +1177,39 @@ tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
     return list;
 }
 
+PyDoc_STRVAR(tracemalloc_thread_contexts__doc__,
+"_thread_contexts($module, /)\n"
+"--\n"
+"\n"
+"[(thread_id, context)]: the current contextvars.Context of every thread\n"
+"of this interpreter that has one (where ContextVar.set() keeps its\n"
+"values), a root that only the thread state refers to.");
+
+static PyObject *
+tracemalloc_thread_contexts(PyObject *module, PyObject *unused)
+{
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        return NULL;
+    }
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+         ts != NULL; ts = PyThreadState_Next(ts)) {
+        if (ts->context == NULL) {
+            continue;
+        }
+        PyObject *item = Py_BuildValue("(kO)", (unsigned long)ts->thread_id,
+                                       ts->context);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return list;
+}
+
 /* ---- the frames of every thread ------------------------------------ */
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -1350,20 +1414,22 @@ typedef struct {
     int pinned;               /* the pin held throughout */
     uint8_t *verdicts;        /* by node id: 0 unknown, 1 match, 2 not */
     size_t nverdicts;
+    int buffers;              /* match the buffers objects own too */
     retention_search seen;    /* the matches not tracked by the collector */
     PyObject *found;
     int failed;
 } site_search;
 
-/* 1 if OBJ was allocated at the site, 0 if not, -1 out of memory. */
+/* 1 if the block at BLOCK was allocated at the site, 0 if not, -1 out of
+   memory. */
 static int
-site_matches(site_search *ss, PyObject *obj)
+site_block_matches(site_search *ss, uintptr_t block)
 {
     _PyTraceMalloc_Node node;
     _PyTraceMalloc_CCTView view;
-    if (!_PyTraceMalloc_GetTraceNode(_PyTraceMalloc_DEFAULT_DOMAIN,
-                                     _PyTraceMalloc_ObjectBlock(obj),
-                                     &node, &view)) {
+    if (block == 0
+        || !_PyTraceMalloc_GetTraceNode(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                        block, &node, &view)) {
         return 0;
     }
     if (node < ss->nverdicts && ss->verdicts[node] != 0) {
@@ -1402,6 +1468,51 @@ site_matches(site_search *ss, PyObject *obj)
         ss->nverdicts = n;
     }
     ss->verdicts[node] = match ? 1 : 2;
+    return match;
+}
+
+/* The blocks OBJ owns besides its own: a list's items, a bytearray's
+   bytes, a combined dict's table (a split table's keys are its type's),
+   a set's table.  A line that grows a container made elsewhere
+   (_BUF.extend(...)) allocates only these: the container is its object.
+   At most 1, in BLOCKS[0]. */
+static int
+site_buffers(PyObject *obj, uintptr_t *blocks)
+{
+    void *buffer = NULL;
+    if (PyList_Check(obj)) {
+        buffer = ((PyListObject *)obj)->ob_item;
+    }
+    else if (PyByteArray_Check(obj)) {
+        buffer = ((PyByteArrayObject *)obj)->ob_bytes;
+    }
+    else if (PyDict_Check(obj)) {
+        PyDictObject *mp = (PyDictObject *)obj;
+        /* The shared empty table is static: it has no trace. */
+        if (mp->ma_values == NULL) {
+            buffer = mp->ma_keys;
+        }
+    }
+    else if (PyAnySet_Check(obj)) {
+        PySetObject *so = (PySetObject *)obj;
+        if (so->table != so->smalltable) {
+            buffer = so->table;
+        }
+    }
+    blocks[0] = (uintptr_t)buffer;
+    return buffer != NULL;
+}
+
+/* 1 if OBJ (or, in the buffers pass, a buffer it owns) was allocated at
+   the site, 0 if not, -1 out of memory. */
+static int
+site_matches(site_search *ss, PyObject *obj)
+{
+    int match = site_block_matches(ss, _PyTraceMalloc_ObjectBlock(obj));
+    uintptr_t buffer;
+    if (match == 0 && ss->buffers && site_buffers(obj, &buffer)) {
+        match = site_block_matches(ss, buffer);
+    }
     return match;
 }
 
@@ -1478,10 +1589,34 @@ site_drain(site_search *ss)
                                           ss);
             continue;
         }
-        traverseproc traverse = Py_TYPE(obj)->tp_traverse;
-        if (traverse != NULL) {
-            (void)traverse(obj, site_visit, ss);
+        (void)retention_tp_traverse(obj, site_visit, ss);
+    }
+}
+
+/* One pass over EVERYTHING (the collector's objects), what they refer to
+   that it does not track, and the frames' locals. */
+static void
+site_scan(site_search *ss, PyObject *everything)
+{
+    Py_ssize_t n = PyList_GET_SIZE(everything);
+    for (Py_ssize_t i = 0; i < n && !ss->failed; i++) {
+        PyObject *obj = PyList_GET_ITEM(everything, i);
+        int match = site_matches(ss, obj);
+        if (match < 0) {
+            ss->failed = 1;
         }
+        else if (match && PyList_Append(ss->found, obj) < 0) {
+            ss->failed = 2;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n && !ss->failed; i++) {
+        PyObject *obj = PyList_GET_ITEM(everything, i);
+        (void)retention_tp_traverse(obj, site_visit, ss);
+        site_drain(ss);
+    }
+    if (!ss->failed) {
+        (void)retention_each_frame(site_visit_frame, ss);
+        site_drain(ss);
     }
 }
 
@@ -1491,34 +1626,110 @@ PyDoc_STRVAR(tracemalloc_site_objects__doc__,
 "\n"
 "The live objects whose allocation was traced at FILENAME:LINENO (their\n"
 "most recent frame; any line when LINENO is None), as a list: those the\n"
-"collector lists, then those they refer to that it does not.");
+"collector lists, then those they refer to that it does not.  When none\n"
+"of the site's blocks is an object: the lists, dicts, sets and bytearrays\n"
+"whose buffer is one of them.");
 
-static PyObject *
-tracemalloc_site_objects(PyObject *module, PyObject *const *args,
-                         Py_ssize_t nargs)
+/* The (filename, lineno) arguments of _site_objects() and _site_blocks():
+   0 with *LINENO -1 for None, or -1 with an exception. */
+static int
+site_parse_args(const char *name, PyObject *const *args, Py_ssize_t nargs,
+                int *lineno)
 {
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_site_objects() takes 2 arguments");
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments", name);
+        return -1;
     }
     PyObject *filename = args[0];
     if (!PyUnicode_Check(filename)) {
         PyErr_Format(PyExc_TypeError, "filename must be a str, not %.200s",
                      Py_TYPE(filename)->tp_name);
+        return -1;
+    }
+    *lineno = -1;
+    if (args[1] != Py_None) {
+        *lineno = _PyLong_AsInt(args[1]);
+        if (*lineno == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (*lineno < 0) {
+            PyErr_SetString(PyExc_ValueError, "lineno must be >= 0");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(tracemalloc_site_blocks__doc__,
+"_site_blocks($module, filename, lineno, /)\n"
+"--\n"
+"\n"
+"(count, size) of the live blocks of domain 0 traced at FILENAME:LINENO\n"
+"(their most recent frame; any line when LINENO is None), from the\n"
+"engine's totals per call context, whatever they hold: objects or not.\n"
+"In sampling mode, the estimated counts.");
+
+static PyObject *
+tracemalloc_site_blocks(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs)
+{
+    int lineno;
+    if (site_parse_args("_site_blocks", args, nargs, &lineno) < 0) {
         return NULL;
     }
-    int lineno = -1;
-    if (args[1] != Py_None) {
-        lineno = _PyLong_AsInt(args[1]);
-        if (lineno == -1 && PyErr_Occurred()) {
-            return NULL;
+    if (!_Py_tracemalloc_config.tracing) {
+        return Py_BuildValue("(ii)", 0, 0);
+    }
+    PyObject *filename = args[0];
+    int want_kind = PyUnicode_KIND(filename);
+    const void *want_data = PyUnicode_DATA(filename);
+    Py_ssize_t want_length = PyUnicode_GET_LENGTH(filename);
+    _PyTraceMalloc_PeakGroup *groups;
+    size_t ngroups;
+    uint32_t generation;
+    _PyTraceMalloc_CCTView view;
+    if (_PyTraceMalloc_LiveCopy(&groups, &ngroups, &generation, &view,
+                                1) < 0) {
+        return PyErr_NoMemory();
+    }
+    uint64_t count = 0, size = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        if (groups[i].domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+            continue;
         }
-        if (lineno < 0) {
-            PyErr_SetString(PyExc_ValueError, "lineno must be >= 0");
-            return NULL;
+        _PyTraceMalloc_Node parent;
+        int line, kind;
+        uint32_t depth;
+        const void *data;
+        Py_ssize_t length;
+        if (_PyTraceMalloc_NodeInfo(&view, groups[i].node, &parent, &line,
+                                    &depth, &data, &kind, &length)
+            && data != NULL && kind == want_kind && length == want_length
+            && (lineno < 0 || line == lineno)
+            && memcmp(data, want_data,
+                      (size_t)length * (size_t)kind) == 0) {
+            count += groups[i].count;
+            size += groups[i].size;
         }
     }
+    if (view.sample != 0) {
+        count /= _PyTraceMalloc_SAMPLE_COUNT_UNIT;
+    }
+    _PyTraceMalloc_CCTUnpin();
+    free(groups);
+    return Py_BuildValue("(KK)", (unsigned long long)count,
+                         (unsigned long long)size);
+}
+
+static PyObject *
+tracemalloc_site_objects(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargs)
+{
+    int lineno;
+    if (site_parse_args("_site_objects", args, nargs, &lineno) < 0) {
+        return NULL;
+    }
+    PyObject *filename = args[0];
     PyObject *gc = PyImport_ImportModule("gc");
     if (gc == NULL) {
         return NULL;
@@ -1556,28 +1767,18 @@ tracemalloc_site_objects(PyObject *module, PyObject *const *args,
     if (retention_add_frozen(everything) < 0) {
         goto done;
     }
-    Py_ssize_t n = PyList_GET_SIZE(everything);
-    for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
-        PyObject *obj = PyList_GET_ITEM(everything, i);
-        int match = site_matches(&ss, obj);
-        if (match < 0) {
-            ss.failed = 1;
+    site_scan(&ss, everything);
+    if (!ss.failed && PyList_GET_SIZE(ss.found) == 0) {
+        /* None of the site's blocks is an object: the line grew a
+           container made elsewhere (_BUF.extend(...)).  Its objects are
+           then the owners of the buffers it allocated. */
+        retention_fini(&ss.seen);
+        if (retention_init(&ss.seen, 0) < 0) {
+            PyErr_NoMemory();
+            goto done;
         }
-        else if (match && PyList_Append(ss.found, obj) < 0) {
-            ss.failed = 2;
-        }
-    }
-    for (Py_ssize_t i = 0; i < n && !ss.failed; i++) {
-        PyObject *obj = PyList_GET_ITEM(everything, i);
-        traverseproc traverse = Py_TYPE(obj)->tp_traverse;
-        if (traverse != NULL) {
-            (void)traverse(obj, site_visit, &ss);
-        }
-        site_drain(&ss);
-    }
-    if (!ss.failed) {
-        (void)retention_each_frame(site_visit_frame, &ss);
-        site_drain(&ss);
+        ss.buffers = 1;
+        site_scan(&ss, everything);
     }
     if (ss.failed == 1) {
         PyErr_NoMemory();
@@ -1606,8 +1807,12 @@ done:
      METH_FASTCALL | METH_KEYWORDS, tracemalloc_retention_paths__doc__}, \
     {"_thread_dicts", tracemalloc_thread_dicts, METH_NOARGS, \
      tracemalloc_thread_dicts__doc__}, \
+    {"_thread_contexts", tracemalloc_thread_contexts, METH_NOARGS, \
+     tracemalloc_thread_contexts__doc__}, \
     {"_site_objects", _PyCFunction_CAST(tracemalloc_site_objects), \
      METH_FASTCALL, tracemalloc_site_objects__doc__}, \
+    {"_site_blocks", _PyCFunction_CAST(tracemalloc_site_blocks), \
+     METH_FASTCALL, tracemalloc_site_blocks__doc__}, \
     {"_frame_roots", tracemalloc_frame_roots, METH_NOARGS, \
      tracemalloc_frame_roots__doc__}, \
     {"_untraced_call", _PyCFunction_CAST(tracemalloc_untraced_call), \

@@ -883,6 +883,67 @@ class ObjgraphOracleTests(unittest.TestCase):
     def test_c_static(self):
         self.compare(CStatic)
 
+    def oracle_chain(self, target, root):
+        found = objgraph.find_backref_chain(
+            target, lambda obj: obj is root, max_depth=20,
+            extra_ignore=(id(sys._getframe()), id(sys._getframe(1))))
+        self.assertIs(found[-1], target)
+        return [type(obj).__name__ for obj in found]
+
+    def test_buffer_owner(self):
+        # A line that only grows a global bytearray: the site's object is
+        # the buffer's owner (issue 43, 3.1), and objgraph's chain to it
+        # has the length of ours, the module object added.
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+        module = plant("leakapp_oracle_buffer", """
+            _BUF = bytearray()
+            CHUNK = b"x" * 300
+            def grow():
+                _BUF.extend(CHUNK)
+            for i in range(COUNT):
+                grow()
+        """, COUNT=COUNT)
+        self.addCleanup(sys.modules.pop, "leakapp_oracle_buffer")
+        targets = retention.site_objects(
+            "<string>", module.grow.__code__.co_firstlineno + 1)
+        self.assertEqual([id(t) for t in targets], [id(module._BUF)])
+        oracle = self.oracle_chain(module._BUF, module)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(len(oracle), chain.length + 1, (chain, oracle))
+        self.assertEqual(oracle[-2:], ["dict", "bytearray"])
+
+    def test_dict_keys(self):
+        # Objects held only as dict keys (issue 43, 3.2).  A dict of
+        # general keys: objgraph sees the key (dict_traverse() visits it)
+        # and its chain has the length of ours.
+        module = plant("leakapp_oracle_keys", """
+            _BY_BYTES = {}
+            _BY_PATH = {}
+            def cache(i):
+                _BY_BYTES[b"/tmp/zipped-" + str(i).encode() * 20] = []
+                _BY_PATH["/tmp/zipped-" + str(i) * 20] = []
+            for i in range(COUNT):
+                cache(i)
+        """, COUNT=COUNT)
+        self.addCleanup(sys.modules.pop, "leakapp_oracle_keys")
+        targets = list(module._BY_BYTES)
+        oracle = self.oracle_chain(targets[0], module)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(str(chain).split(" \u2192 ")[1:],
+                         ["global _BY_BYTES (dict)", "key", "bytes"])
+        self.assertEqual(len(oracle), chain.length + 1, (chain, oracle))
+        # A dict of str keys: dict_traverse() leaves the keys out, so
+        # gc.get_referrers(), which objgraph walks, cannot see them (the
+        # search visits them itself): ours is objgraph's chain to the dict,
+        # one step longer.
+        targets = list(module._BY_PATH)
+        oracle = self.oracle_chain(module._BY_PATH, module)
+        chain = retention.retention_paths(targets).chains[0]
+        self.assertEqual(str(chain).split(" \u2192 ")[1:],
+                         ["global _BY_PATH (dict)", "key", "str"])
+        self.assertEqual(len(oracle) + 1, chain.length + 1, (chain, oracle))
+
 
 # ---- the chain in the leak reports (issue 30, item 2) -----------------
 
@@ -1663,6 +1724,206 @@ class ReviewS38Tests(unittest.TestCase):
         for obj in (result, chain, chain.steps[0], chain.root,
                     chain.steps):
             self.assertIsNone(tracemalloc.get_object_traceback(obj), obj)
+
+
+# ---- "held by:" never says "freed" about live memory (issue 43, 3) -------
+
+class HeldByLiveMemoryTests(unittest.TestCase):
+    """Memory measured live is never reported freed: a site whose blocks
+    are a container's buffer, strings held only as dict keys, values kept
+    by a thread's or a task's contextvars.Context, an object kept by a
+    leaked reference."""
+
+    def setUp(self):
+        if tracemalloc.is_tracing():
+            self.skipTest("tracemalloc is already tracing")
+        tracemalloc.start(1)
+        self.addCleanup(tracemalloc.stop)
+
+    def plant(self, name, source, **names):
+        self.addCleanup(sys.modules.pop, name, None)
+        return plant(name, source, **names)
+
+    def held_by(self, report):
+        return [line for line in report.format().splitlines()
+                if "held by:" in line]
+
+    def test_buffer_owner(self):
+        # The line only grows a bytearray and a list made at import: its
+        # blocks are their buffers, and the buffers' owners are its
+        # objects.
+        module = self.plant("leakapp_buffers", """
+            _BUF = bytearray()
+            _ITEMS = []
+            NONES = (None,) * 50
+            CHUNK = b"x" * 300
+            def grow_bytes():
+                _BUF.extend(CHUNK)
+            def grow_list():
+                _ITEMS.extend(NONES)
+        """)
+        from tracemalloc import leaks
+        for work, name, type_name in ((module.grow_bytes, "_BUF", "bytearray"),
+                                      (module.grow_list, "_ITEMS", "list")):
+            with self.subTest(name):
+                report = leaks.check(work)
+                self.assertTrue(report, report)
+                site = report.sites[0]
+                self.assertEqual(site.lineno,
+                                 work.__code__.co_firstlineno + 1)
+                chain = site.retention.chains[0]
+                self.assertEqual(
+                    str(chain), f"module leakapp_buffers \u2192 global "
+                                f"{name} ({type_name})")
+                self.assertEqual(chain.types, {type_name: 1})
+                lines = self.held_by(report)
+                self.assertIn(f"global {name} ({type_name})", lines[0])
+                self.assertNotIn("freed", "\n".join(lines))
+
+    def test_dict_key_strings(self):
+        # Strings held only as the keys of a dict of str keys, which
+        # dict_traverse() leaves out: found, and named as keys.
+        module = self.plant("leakapp_keys", """
+            _DIRECTORY = {}
+            def cache(i):
+                _DIRECTORY["/tmp/zipped-" + str(i) * 20] = None
+            for i in range(COUNT):
+                cache(i)
+        """, COUNT=COUNT)
+        lineno = module.cache.__code__.co_firstlineno + 1
+        keys = retention.site_objects("<string>", lineno)
+        self.assertEqual(sorted(keys), sorted(module._DIRECTORY))
+        del keys
+        result = retention.site_retention(("<string>", lineno))
+        self.assertEqual(result.count, COUNT)
+        self.assertEqual(result.holders, 1)
+        chain = result.chains[0]
+        self.assertEqual(str(chain), "module leakapp_keys \u2192 global "
+                                     "_DIRECTORY (dict) \u2192 key \u2192 str")
+        self.assertEqual((chain.count, chain.types), (COUNT, {"str": COUNT}))
+
+    def test_dict_key_strings_counted(self):
+        # A dict of str keys held by C code only: its keys are referred to
+        # by it (the dict is the no-referrer holder, not each key).
+        if _testtracemalloc is None:
+            self.skipTest("needs _testtracemalloc")
+        # (A list value: the dict is tracked, listed by the collector.)
+        held = {"/tmp/path-" + str(i) * 30: [] for i in range(COUNT)}
+        previous = _testtracemalloc.keep_in_static(held)
+        self.addCleanup(_testtracemalloc.keep_in_static, previous)
+        targets = list(held)
+        del held
+        result = retention.retention_paths(targets)
+        self.assertEqual(result.holders, 1, result.format())
+        chain = result.chains[0]
+        self.assertEqual(chain.kind, "no-referrer", chain)
+        self.assertEqual(str(chain).split(" \u2192 ", 1)[1], "dict \u2192 key "
+                         "\u2192 str")
+        self.assertEqual(chain.count, COUNT)
+
+    def test_thread_context_root(self):
+        # A value that only a ContextVar.set() of this thread keeps: the
+        # thread's context is the root, not "no Python referrer".
+        import contextvars
+        targets = []
+
+        def body():
+            variable = contextvars.ContextVar("leaky_payload")
+            variable.set([Payload(1)])
+            targets.append(variable.get()[0])
+            del variable
+            return retention.retention_paths(targets)
+
+        result = contextvars.copy_context().run(body)
+        chain = result.chains[0]
+        name = threading.current_thread().name
+        self.assertEqual((chain.kind, chain.root_kind, chain.root),
+                         ("root", "context", f"thread {name}, context"),
+                         chain)
+        self.assertEqual(str(chain),
+                         f"thread {name}, context \u2192 ContextVar "
+                         f"leaky_payload (list) \u2192 [0] \u2192 "
+                         f"{_payload_type()}")
+
+    def test_task_context_root(self):
+        # The same in an asyncio task: the task's context is the root.
+        import asyncio
+        import contextvars
+        targets = []
+        found = []
+
+        async def holder(ready, done):
+            variable = contextvars.ContextVar("task_payload")
+            variable.set(Payload(2))
+            targets.append(variable.get())
+            del variable
+            ready.set()
+            await done.wait()
+
+        async def main():
+            ready, done = asyncio.Event(), asyncio.Event()
+            task = asyncio.create_task(holder(ready, done),
+                                       name="holder-task")
+            await ready.wait()
+            found.append(retention.retention_paths(targets))
+            done.set()
+            await task
+
+        asyncio.run(main())
+        # asyncio.run() made the policy's default loop: leave none.
+        asyncio.set_event_loop_policy(None)
+        chain = found[0].chains[0]
+        self.assertEqual((chain.root_kind, chain.root),
+                         ("context", "asyncio task holder-task, context"),
+                         chain)
+        self.assertEqual(str(chain).split(" \u2192 ", 1)[1],
+                         f"ContextVar task_payload ({_payload_type()})")
+
+    def test_refcount_leak_not_freed(self):
+        # bytes kept by a reference leaked from C (an extra Py_IncRef):
+        # live, so never "freed"; the report gives the live blocks.
+        import ctypes
+        leaked = []
+        module = self.plant("leakapp_incref", """
+            def work():
+                obj = bytes(range(250)) * 2
+                incref(obj)
+                leaked.append(id(obj))
+        """, incref=lambda obj: ctypes.pythonapi.Py_IncRef(
+                ctypes.py_object(obj)), leaked=leaked)
+
+        def release():
+            for address in leaked:
+                ctypes.pythonapi.Py_DecRef(ctypes.c_void_p(address))
+        self.addCleanup(release)
+        from tracemalloc import leaks
+        report = leaks.check(module.work)
+        self.assertTrue(report, report)
+        site = report.sites[0]
+        self.assertEqual(site.lineno, 3)
+        lines = site.format_retention()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertNotIn("freed", lines[0])
+        blocks, size = site.retention.blocks
+        self.assertGreaterEqual(blocks, len(leaked) - 1)
+        self.assertGreaterEqual(size, blocks * 500)
+        self.assertIn(f"no object found in the {blocks} live blocks of "
+                      f"this line ({size} B)", lines[0])
+
+    def test_freed_said_when_checked(self):
+        # No live block left at the line: that, and only that, is "freed".
+        module = self.plant("leakapp_gone", """
+            def work():
+                return [bytearray(100) for _ in range(3)]
+        """)
+        module.work()
+        lineno = module.work.__code__.co_firstlineno + 1
+        result = retention.site_retention(("<string>", lineno))
+        self.assertEqual(result.blocks, (0, 0))
+        # Made untraced, as the rest of the result.
+        self.assertIsNone(tracemalloc.get_object_traceback(result.blocks))
+        self.assertEqual(result.chains, [])
+        self.assertIn("freed", result.no_chain())
 
 
 if __name__ == "__main__":

@@ -1131,9 +1131,8 @@ class LeakSite:
             lines.append(f"  held by: {chain.format()}")
             lines.append(f"      {chain.summary()}")
         if not retention.chains:
-            lines.append("  held by: no live object of this line found "
-                         "(freed by the end of the check, or held only by "
-                         "objects frozen with gc.freeze())")
+            # Only what the search checked (retention.Retention.no_chain).
+            lines.append(f"  held by: {retention.no_chain()}")
         elif retention.holders > len(shown):
             others = _plural(retention.holders - len(shown), 'other holder')
             lines.append(f"  ({others})")

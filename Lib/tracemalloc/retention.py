@@ -4,7 +4,8 @@
 *objects*, the shortest chain of references from a root -- a module's
 globals, a class's attributes, a local variable of a frame of any thread,
 ``gc.garbage``, a thread's state dict (where ``threading.local`` keeps its
-data) -- down to one of them, and says how many of the objects (and how
+data), a thread's or an asyncio task's ``contextvars.Context`` -- down to
+one of them, and says how many of the objects (and how
 many bytes) hang under that holder.  ``site_objects(filename, lineno)``
 lists the live objects that tracemalloc traced at one line, so that
 ``site_retention()`` answers the same question for a snapshot's site.
@@ -31,7 +32,8 @@ _REPR_LIMIT = 40
 
 # Root kinds, in the order the search starts from them: at equal length,
 # a chain from an earlier kind wins.
-ROOT_KINDS = ("gc.garbage", "module", "class", "thread", "frame")
+ROOT_KINDS = ("gc.garbage", "module", "class", "thread", "context",
+              "frame")
 
 
 def _short_repr(obj, limit=_REPR_LIMIT):
@@ -100,7 +102,8 @@ class Chain:
         For ``'root'`` chains: one of ``ROOT_KINDS`` and the root's
         description (``module app.sessions``, ``class app.Registry``,
         ``thread MainThread, frame work() at app.py:12``, ``gc.garbage``,
-        ``thread worker, state dict``).  Else None.
+        ``thread worker, state dict``, ``thread MainThread, context``,
+        ``asyncio task Task-3, context``).  Else None.
     *steps*
         List of ``Step``, from the root down to one of the objects.
     *length*
@@ -209,15 +212,18 @@ class Retention:
     count, then size); *holders*: how many independent holders there are
     in all; *count*: how many distinct objects were asked about;
     *reached*: how many of them are reachable from a root; *types*:
-    ``{type name: count}`` of all of them.
+    ``{type name: count}`` of all of them; *blocks*: for a site's
+    retention (site_retention()), ``(count, size)`` of the site's live
+    blocks when the search ran, objects or not; else None.
     """
 
-    def __init__(self, chains, holders, count, reached, types):
+    def __init__(self, chains, holders, count, reached, types, blocks=None):
         self.chains = chains
         self.holders = holders
         self.count = count
         self.reached = reached
         self.types = types
+        self.blocks = blocks
 
     def __repr__(self):
         return (f"<Retention {self.count} objects, {self.holders} "
@@ -236,6 +242,26 @@ class Retention:
 
     def __str__(self):
         return "\n".join(self.format())
+
+    def no_chain(self):
+        """What is known when there is no chain to show: only what the
+        search checked (the site's live blocks, the objects found)."""
+        if self.count:
+            return (f"{self.count} object(s), no chain asked for "
+                    f"(max_chains=0)")
+        if self.blocks is None:
+            return "no object asked about"
+        blocks, size = self.blocks
+        if not blocks:
+            return ("no live block of this line left: all freed before "
+                    "the search")
+        plural = "" if blocks == 1 else "s"
+        return (f"no object found in the {blocks} live block{plural} of "
+                f"this line ({size} B): none is an object that the "
+                f"collector, a container or a frame refers to, nor a "
+                f"list's, dict's, set's or bytearray's buffer (an object "
+                f"that only C code or a leaked reference keeps is not "
+                f"seen)")
 
     def as_dict(self):
         """JSON-ready data: the chains (Chain.as_dict()) and the totals."""
@@ -318,6 +344,19 @@ def roots(skip_frames=None):
     for ident, namespace in _tracemalloc._thread_dicts():
         name = names.get(ident, ident)
         result.append(("thread", f"thread {name}, state dict", namespace))
+    # Each thread's current contextvars.Context, which only its thread
+    # state refers to (ContextVar.set() keeps the value there), and each
+    # asyncio task's: walked from their variables, by name.
+    for ident, context in _tracemalloc._thread_contexts():
+        name = names.get(ident, ident)
+        result.append(("context", f"thread {name}, context",
+                       _context_variables(context)))
+    for task in _asyncio_tasks():
+        context = _task_context(task)
+        if context is not None:
+            result.append(("context",
+                           f"asyncio task {_task_name(task)}, context",
+                           _context_variables(context)))
     # The frames, read in C: their locals without frame.f_locals (which
     # on 3.11 copies them into the frame, bringing a deleted local back),
     # a frame's own locals mapping when it is not a function's (a module,
@@ -358,6 +397,67 @@ def roots(skip_frames=None):
 class _Stack(tuple):
     """The values on a frame's evaluation stack (a root's namespace)."""
     __slots__ = ()
+
+
+def _context_variables(context):
+    """{name: value} of the variables set in *context* (a
+    contextvars.Context): the namespace of a context root.  A name that
+    several variables share gets its variable's id."""
+    namespace = {}
+    for variable, value in context.items():
+        name = variable.name
+        if name in namespace:
+            name = f"{name} (at {id(variable):#x})"
+        namespace[name] = value
+    return namespace
+
+
+def _asyncio_tasks():
+    """The asyncio tasks not done yet, of every loop (none if asyncio was
+    never imported)."""
+    tasks_module = sys.modules.get("asyncio.tasks")
+    if tasks_module is None:
+        return []
+    tasks = []
+    # 3.12+: _scheduled_tasks and _eager_tasks; 3.11: _all_tasks.
+    for name in ("_scheduled_tasks", "_eager_tasks", "_all_tasks"):
+        registry = getattr(tasks_module, name, None)
+        if registry is None:
+            continue
+        try:
+            tasks.extend(list(registry))
+        except Exception:
+            continue
+    result = []
+    seen = set()
+    for task in tasks:
+        if id(task) in seen:
+            continue
+        seen.add(id(task))
+        try:
+            if task.done():
+                continue
+        except Exception:
+            continue
+        result.append(task)
+    return result
+
+
+def _task_context(task):
+    get_context = getattr(type(task), "get_context", None)
+    try:
+        if get_context is not None:
+            return get_context(task)
+        return getattr(task, "_context", None)     # 3.11
+    except Exception:
+        return None
+
+
+def _task_name(task):
+    try:
+        return task.get_name()
+    except Exception:
+        return f"at {id(task):#x}"
 
 
 def _own_code():
@@ -473,7 +573,7 @@ def _how(parent, child):
 
 
 _NAMESPACE_STEP = {"module": "global", "class": "attribute",
-                   "frame": "local"}
+                   "frame": "local", "context": "ContextVar"}
 
 
 def _steps(objects, root_kind):
@@ -542,15 +642,22 @@ def retention_paths(objects, *, max_chains=MAX_CHAINS):
     objects it holds; the *max_chains* (default 3) largest are kept.  The
     container *objects* itself (and the search's own) are not holders.
     """
+    _check_max_chains(max_chains)
+    return _untraced(_retention_paths, objects, max_chains)
+
+
+def _check_max_chains(max_chains):
     if isinstance(max_chains, bool) or not isinstance(max_chains, int):
         raise TypeError("max_chains must be an int")
     if max_chains < 0:
         raise ValueError("max_chains must be >= 0")
+
+
+def _untraced(func, *args):
     # The roots, the result, and what is made and dropped on the way, with
     # this thread's tracing suspended: none of it shows in a snapshot.
     try:
-        return _tracemalloc._untraced_call(_retention_paths, objects,
-                                           max_chains)
+        return _tracemalloc._untraced_call(func, *args)
     finally:
         # What was made untraced and freed is on the free lists: the
         # program's next objects must not come from them untraced.
@@ -603,6 +710,9 @@ def site_objects(filename, lineno=None):
     *filename*:*lineno* (the most recent frame; any line if *lineno* is
     None): a list.  Objects that the collector does not track (bytes, str,
     int, ...) are found through the tracked objects that refer to them.
+    When none of the site's blocks is an object, the site grew a container
+    made elsewhere (``_BUF.extend(data)``): its objects are then the lists,
+    dicts, sets and bytearrays whose buffer is one of those blocks.
     """
     if not _tracemalloc.is_tracing():
         raise RuntimeError("the tracemalloc module must be tracing memory "
@@ -640,6 +750,15 @@ def site_retention(site, *, max_chains=MAX_CHAINS):
     ``StatisticDiff`` of a snapshot (its traceback's), or a leak report's
     ``tracemalloc.leaks.LeakSite``.  A site of another domain than 0 (a C
     extension's own blocks, which are not objects) has no objects."""
+    _check_max_chains(max_chains)
     location = _site_location(site)
-    objects = site_objects(*location) if location is not None else []
-    return retention_paths(objects, max_chains=max_chains)
+    if location is None:
+        return retention_paths([], max_chains=max_chains)
+    objects = site_objects(*location)
+    return _untraced(_site_retention, objects, location, max_chains)
+
+
+def _site_retention(objects, location, max_chains):
+    result = _retention_paths(objects, max_chains)
+    result.blocks = _tracemalloc._site_blocks(*location)
+    return result
