@@ -305,11 +305,11 @@ _PyTraceMalloc_Fini(void)
    now on the hooks check each block's skew, like every other lookup (see
    _PyTraceMalloc_PoolSlotCached()).  A block traced before still lies at
    the caller skew, so its free finds it the same way.  In the raw domain
-   too, as start() and clear_traces() decide when they find an allocator
-   of the user's in any domain (_PyTraceMalloc_PoolSlotsClear()): in
-   sampling mode the hooks must see every call, to raise the untraced
-   depth around the allocator, whose own calls (malloc(), which native
-   tracing interposes, or the public API) would otherwise be sampled
+   too when sampling with native tracing, as start() and clear_traces()
+   decide when they find an allocator of the user's in any domain
+   (_PyTraceMalloc_PoolSlotsClear()): the hooks must then see every call,
+   to raise the untraced depth around the allocator, whose own calls
+   (malloc(), which native tracing interposes) would otherwise be sampled
    again.  Python's own raw allocator swaps (_PyMem_SetDefaultAllocator())
    come here too, but outside of start-up and finalization only from
    PyImport_ExtendInittab() and the path configuration's setters. */
@@ -318,6 +318,17 @@ _PyTraceMalloc_AllocatorChanged(int domain)
 {
     if (!_PyTraceMalloc_TRACING()) {
         return;     /* the next start or clear computes it afresh */
+    }
+    if (domain == PYMEM_DOMAIN_RAW
+        && !(tm.sample.interval && __atomic_load_n(&native_on,
+                                                   __ATOMIC_RELAXED))) {
+        /* Only sampling with native tracing needs the hooks to see a new
+           raw allocator's calls (its malloc() would be sampled again);
+           elsewhere a raw allocator changes nothing the hooks decide, and
+           Python's own swaps of the raw allocator during start-up, under
+           -X tracemalloc, must not leave the mem and obj domains' blocks
+           checked one by one for the rest of the run. */
+        return;
     }
     PyThreadState *tstate;
     int side = engine_enter(0, &tstate);

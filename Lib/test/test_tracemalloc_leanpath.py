@@ -80,6 +80,20 @@ class GuardWordTest(unittest.TestCase):
         self.assertEqual(out.stdout.split(), ["0"])
 
     @support.requires_subprocess()
+    def test_started_at_startup(self):
+        # Python's own swaps of the raw allocator during start-up leave
+        # the hooks' fast slot lookups and the lean paths on.
+        for option in (["-X", "tracemalloc"], ["-X", "tracemalloc=25"]):
+            with self.subTest(option=option):
+                out = subprocess.run(
+                    [sys.executable, *option, "-c",
+                     "import _testtracemalloc; "
+                     "s = _testtracemalloc.engine_stats(); "
+                     "print(s['lean'], s['blocks_exact'])"],
+                    capture_output=True, text=True, check=True)
+                self.assertEqual(out.stdout.split(), ["1", "1"])
+
+    @support.requires_subprocess()
     def test_interpreter_with_its_own_gil(self):
         try:
             import _interpreters
