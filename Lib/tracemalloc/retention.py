@@ -448,9 +448,18 @@ def _task_context(task):
     try:
         if get_context is not None:
             return get_context(task)
-        return getattr(task, "_context", None)     # 3.11
+        context = getattr(task, "_context", None)  # the pure-Python Task
+        if context is not None:
+            return context
+        # 3.11's C Task keeps its context in a field of its own, which it
+        # shows the collector only.
+        import contextvars
+        for referent in gc.get_referents(task):
+            if type(referent) is contextvars.Context:
+                return referent
     except Exception:
-        return None
+        pass
+    return None
 
 
 def _task_name(task):
