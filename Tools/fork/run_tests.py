@@ -225,13 +225,15 @@ def run_one(python, label, module, env_extra, timeout, skips):
                               timeout=timeout, cwd=REPO)
         out, err, rc = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
+        # TimeoutExpired keeps the output as bytes, even with text=True.
         out = exc.stdout or ""
-        err = (exc.stderr or "") + f"\nTIMEOUT after {timeout}s"
-        rc = -1
+        err = exc.stderr or ""
         if isinstance(out, bytes):
             out = out.decode(errors="replace")
         if isinstance(err, bytes):
             err = err.decode(errors="replace")
+        err += f"\nTIMEOUT after {timeout}s"
+        rc = -1
     elapsed = time.monotonic() - start
     counts = None
     for line in out.splitlines():
