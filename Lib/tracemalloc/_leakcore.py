@@ -882,6 +882,45 @@ class LiveRecorder:
                         column[index] += value
         return tracebacks, sites
 
+    def grown(self, harness=(), slack=0):
+        """The sites (file, line) of the workload whose memory grew, in
+        bytes or in blocks, over the measured rounds: the screen's test
+        (LeakCheck's *screen*).  A site, not a traceback: a dict whose
+        table a rerun rebuilds through another call path moves its bytes
+        from one traceback of its line to another, and grew in none.
+
+        The growth of the sites whose growing tracebacks are all made of
+        frames under the *harness* directories (a test runner's own code,
+        and this package's) counts only when it adds up to more than
+        *slack* bytes: a test runner's structures make small steps when a
+        test runs again (pytest's stash of the item rebuilds its dict
+        once), which are no leak.  Only the contexts that changed are
+        kept: a few entries."""
+        tracebacks, sites = self._series()
+        grown = [site for site, (sizes, counts) in sites.items()
+                 if sum(sizes) > 0 or sum(counts) > 0]
+        if not harness or not grown:
+            return grown
+        harness = tuple(harness)
+        own = set()             # grew through some code not the harness's
+        for (domain, frames), (sizes, counts) in tracebacks.items():
+            site = _site_of(frames)
+            if sum(sizes) <= 0 and sum(counts) <= 0:
+                continue
+            if not all(len(frame) == 2 and frame[0].startswith(harness)
+                       for frame in frames):
+                own.add(site)
+        result = []
+        harness_growth = 0
+        for site in grown:
+            if site in own:
+                result.append(site)
+            else:
+                harness_growth += max(sum(sites[site][0]), 0)
+        if harness_growth > slack:
+            return grown
+        return result
+
     def suspects(self, threshold):
         """The sites (and sites through one of their tracebacks) whose
         growth over the measured rounds is_suspect()."""
@@ -957,11 +996,14 @@ class LeakSite:
     were allocated at the site's line, the warm-up rounds' included.
     *retention_error* says why the search failed ("TypeError: ..."), else
     None: the report then says so under the site instead of a chain.
+    *retention_skipped*, when the search did not run for the site (the
+    pytest plugin's time budget), is the line that says so in its place.
     """
 
     __module__ = 'tracemalloc.leaks'
     __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
-                 'domain', 'retention', 'retention_error')
+                 'domain', 'retention', 'retention_error',
+                 'retention_skipped')
 
     def __init__(self, filename, lineno, sizes, counts, traceback, domain=0,
                  retention=None):
@@ -973,6 +1015,7 @@ class LeakSite:
         self.domain = domain
         self.retention = retention
         self.retention_error = None
+        self.retention_skipped = None
 
     @property
     def size(self):
@@ -1066,6 +1109,12 @@ class LeakSite:
         if chains == 0:
             return []
         if retention is None:
+            skipped = self.retention_skipped
+            if skipped is not None:
+                # The search did not run for it (the pytest plugin's
+                # time budget): said, so that no chain is not taken for
+                # "no holder".
+                return [f"  {skipped}"]
             if self.retention_error is None:
                 return []
             # Said, not hidden: the verdict stands, the chain is unknown.
