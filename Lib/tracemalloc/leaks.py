@@ -335,6 +335,10 @@ class LeakCheck:
         self.timings = {}
         self._base_index = -1
         self._target = self.rounds
+        # The screen's measured rounds: one more when code that is not
+        # the harness's grew during the warm-up (see _end_screen()).
+        self._screen_at = self.screen
+        self._warmup_grew = None
         if not tracemalloc.is_tracing():
             tracemalloc.start(self.nframe)
             self._started_tracing = True
@@ -348,6 +352,14 @@ class LeakCheck:
         else:
             # No live totals: a snapshot per round, and no extension.
             self._recorder = _leakcore.Recorder(self.rounds)
+        if self.screen and self.warmup and isinstance(
+                self._recorder, _leakcore.LiveRecorder):
+            # A reading before the warm-up, for the screen to know what
+            # the warm-up grew (not a measured round).
+            start = _clock()
+            self._recorder.record(self._ownership)
+            self._warmup_grew = False
+            self._timed("totals", start)
         if self.warmup == 0:
             self._snapshot(-1)
         else:
@@ -392,7 +404,16 @@ class LeakCheck:
                 self.last_snapshot = snapshot
                 del snapshot
             recorder = self._recorder
-            if isinstance(recorder, _leakcore.LiveRecorder):
+            if (isinstance(recorder, _leakcore.LiveRecorder)
+                    and self._warmup_grew is not None
+                    and index == self.warmup - 1):
+                # The end of the warm-up, measured from before it.
+                grew = (not recorder.record(self._ownership)
+                        or bool(recorder.grown(self._screen_harness[0],
+                                               float('inf'))))
+                self._warmup_grew = grew
+                recorder.rebase()
+            elif isinstance(recorder, _leakcore.LiveRecorder):
                 if not recorder.record(self._ownership):
                     # Call contexts renumbered: measure again from here.
                     if recorder.restarts > MAX_RESTARTS:
@@ -403,11 +424,8 @@ class LeakCheck:
                     self._base_index = index
                     if self.keep_snapshots:
                         self.first_snapshot = self.last_snapshot
-                elif (self.screen and recorder.measured == self.screen
-                        and not recorder.grown(*self._screen_harness)):
-                    # Nothing of the workload grew: no site can leak.
-                    self.screened = True
-                    self._target = self.screen
+                elif self.screen and recorder.measured == self._screen_at:
+                    self._end_screen(recorder)
                 elif (not self.extended and self.extend
                         and recorder.measured == self.rounds
                         and self._suspects(recorder)):
@@ -427,6 +445,23 @@ class LeakCheck:
         finally:
             if collecting:
                 gc.enable()
+
+    def _end_screen(self, recorder):
+        """The screen's verdict, after its measured rounds: when nothing
+        of the workload grew in them, the check ends, clean; when
+        something grew, the check goes on to its whole rounds.  A rerun
+        that grew nothing after a warm-up that grew (a cache filled on the
+        first call, or a leak on every other call whose measured call was
+        one without) gets one more measured round first."""
+        if recorder.grown(*self._screen_harness):
+            return                      # the whole rounds
+        if (self._warmup_grew and self._screen_at == self.screen
+                and self._screen_at + 1 < self.rounds):
+            self._screen_at += 1
+            return
+        # Nothing of the workload grew: no site can leak.
+        self.screened = True
+        self._target = self._screen_at
 
     def _timed(self, kind, start):
         """Add the time since *start* to timings[*kind*]; return now."""

@@ -6,8 +6,8 @@ screen (LeakCheck's *screen*, the pytest plugin's --tracemalloc-screen).
 A site that leaks one 4000-byte block on a share *p* of the calls (each
 call draws afresh) goes through the check's rounds as LeakCheck runs them,
 with the verdict functions of tracemalloc._leakcore: *warmup* rounds, then
-the screen's measured rounds (when nothing grew in them, the check ends:
-clean), then the rest of the *rounds*, and *extend* more when the site is
+the screen's measured rounds (one more when the warm-up grew; when
+nothing grew in them, the check ends: clean), then the rest of the *rounds*, and *extend* more when the site is
 suspect after them (the verdict then confirms with rule 6).  Prints the
 share of checks that call the site clean, per *p* and per screen.  A
 simulation of the rules, not of the engine: it asserts nothing.
@@ -24,8 +24,9 @@ SIZE = 4000
 def verdict(grow, *, warmup, rounds, extend, screen):
     """Whether the check finds the leak; *grow*() says whether the next
     call leaks."""
+    warmup_grew = False
     for _ in range(warmup):
-        grow()
+        warmup_grew |= grow()
     sizes, counts = [], []
 
     def measure(count):
@@ -35,10 +36,13 @@ def verdict(grow, *, warmup, rounds, extend, screen):
             counts.append(1 if leaked else 0)
 
     if screen and screen < rounds:
+        # LeakCheck._end_screen(): one more run when the warm-up grew.
         measure(screen)
+        if not any(sizes) and warmup_grew and screen + 1 < rounds:
+            measure(1)
         if not any(sizes):
             return False            # the screen passed it
-        measure(rounds - screen)
+        measure(rounds - len(sizes))
     else:
         measure(rounds)
     confirm = False
