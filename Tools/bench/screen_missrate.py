@@ -7,8 +7,9 @@ A site that leaks one 4000-byte block on a share *p* of the calls (each
 call draws afresh) goes through the check's rounds as LeakCheck runs them,
 with the verdict functions of tracemalloc._leakcore: *warmup* rounds, then
 the screen's measured rounds (one more when the warm-up grew; when
-nothing grew in them, the check ends: clean), then the rest of the *rounds*, and *extend* more when the site is
-suspect after them (the verdict then confirms with rule 6).  Prints the
+nothing grew in them, the check ends: clean), then the rest of the
+*rounds*, and *extend* more when the site is suspect after them (the
+verdict then confirms with rule 6).  Prints the
 share of checks that call the site clean, per *p* and per screen.  A
 simulation of the rules, not of the engine: it asserts nothing.
 """
