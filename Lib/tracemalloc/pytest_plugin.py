@@ -12,16 +12,18 @@ with ``-p tracemalloc.pytest_plugin``.  It does nothing until asked:
 * ``@pytest.mark.tracemalloc_leaks`` checks one test, or every test of a
   class or module (``pytestmark``); its keyword arguments are those of
   tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``extend``,
-  ``threshold``, ``min_rounds``, ``nframe``, ``ignore``);
+  ``threshold``, ``min_rounds``, ``nframe``, ``ignore``, ``screen``);
 * ``--tracemalloc-warmup``, ``--tracemalloc-rounds``,
   ``--tracemalloc-threshold`` (a size: ``1000``, ``1K``, ``2MB``) and
   ``--tracemalloc-nframe`` change the defaults, which a marker's arguments
   override; ``--tracemalloc-full-report`` shows every leaking site with its
   whole traceback instead of the top ones.
 
-A checked test runs warmup + rounds times (warmup + rounds + extend when
-some site is suspect after them), each run as pytest runs a test:
-setup, call, teardown.  Function-scoped fixtures are set up and torn down
+A checked test runs warmup + screen times (1 + 1 by default) when nothing
+of it grew in its measured run (the screen; one more run when its warm-up
+grew code of its own), warmup + rounds times otherwise (warmup + rounds +
+extend when some site is suspect after them), each run as pytest runs a
+test: setup, call, teardown.  Function-scoped fixtures are set up and torn down
 in every round (a fresh tmp_path, monkeypatch undone, caplog emptied), and
 so are unittest's setUp(), tearDown() and cleanups; fixtures of a wider
 scope (class, module, package, session) stay set up across the rounds and
@@ -39,8 +41,12 @@ A memory budget, ``@pytest.mark.tracemalloc_limit("24 MB")`` or
 of traced memory, over the call's start, exceeds it (see _Budgets).
 
 The session ends with one line, ``tracemalloc: N checked, N leaked, N not
-checked (...)``, whenever some test was to be checked; under pytest-xdist
-the verdicts travel with the test reports, so the controller prints it.
+checked (...)``, whenever some test was to be checked, with what the gate
+cost (``gate: 1.6x the tests' own time``); under pytest-xdist the verdicts
+and the costs travel with the test reports, so the controller prints it.
+The search for what holds a leaking test's objects runs for the sites
+that a report shows only, once per site, within a time budget (see
+_HolderSearch).
 """
 
 import contextlib
@@ -266,7 +272,7 @@ def pytest_configure(config):
         "markers",
         f"{MARKER}(warmup=W, rounds=R, extend=E, threshold=BYTES, "
         f"min_rounds=K, "
-        f"nframe=N): run the test in rounds and fail it when the memory "
+        f"nframe=N, screen=S): run the test in rounds and fail it when the memory "
         f"allocated at some line keeps rising (tracemalloc.leaks)")
     config.addinivalue_line(
         "markers",
