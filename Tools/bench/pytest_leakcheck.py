@@ -139,6 +139,10 @@ def main():
     parser.add_argument("--baseline-repeat", type=int, default=None,
                         help="run the baseline in the first N repeats "
                              "only (default: all)")
+    parser.add_argument("--no-baseline", action="append", default=[],
+                        metavar="NAME",
+                        help="no baseline run for this suite (one whose "
+                             "baseline takes too long)")
     parser.add_argument("--no-xdist", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
@@ -196,8 +200,9 @@ def main():
             info = {}
             for repeat in range(args.repeat):
                 for name, extra, lib in kinds:
-                    if (lib and args.baseline_repeat is not None
-                            and repeat >= args.baseline_repeat):
+                    if lib and ((args.baseline_repeat is not None
+                                 and repeat >= args.baseline_repeat)
+                                or suite.name in args.no_baseline):
                         continue
                     path = [os.path.join(source, sub) for sub in suite.path]
                     path += [source, *needed, site]
@@ -236,7 +241,7 @@ def main():
                         tail = process.stdout.strip().splitlines()[-1:]
                         info["plain_line"] = tail[0] if tail else ""
             medians = {name: statistics.median(values)
-                       for name, values in times.items()}
+                       for name, values in times.items() if values}
             rows.append((suite.name, medians, info))
             print(f"{suite.name}: " + ", ".join(
                 f"{name} {value:.2f}s" for name, value in medians.items())
@@ -254,8 +259,10 @@ def main():
         print(f"| {name} | {info.get('checked', '-')} | "
               f"{info.get('leaked', '-')} | {info.get('runs') or '-'} | "
               f"{plain:.2f} | "
-              + " | ".join(f"{medians[kind]:.2f}" for kind in names)
+              + " | ".join(f"{medians[kind]:.2f}" if kind in medians
+                           else "-" for kind in names)
               + " | " + " | ".join(f"{medians[kind] / plain:.1f}x"
+                                   if kind in medians else "-"
                                    for kind in names)
               + f" | {info.get('gate') or '-'}x |")
     now = datetime.datetime.now(datetime.timezone.utc)
