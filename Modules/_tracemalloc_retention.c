@@ -1152,8 +1152,10 @@ PyDoc_STRVAR(tracemalloc_thread_dicts__doc__,
 "interpreter that has one (threading.local keeps its data there), a root\n"
 "that no Python object refers to.");
 
+/* [(thread_id, object)] for every thread of this interpreter whose
+   thread state has the object FIELD reads (NULL: none). */
 static PyObject *
-tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
+thread_objects(PyObject *(*field)(PyThreadState *))
 {
     PyObject *list = PyList_New(0);
     if (list == NULL) {
@@ -1162,11 +1164,12 @@ tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
     PyInterpreterState *interp = PyInterpreterState_Get();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
          ts != NULL; ts = PyThreadState_Next(ts)) {
-        if (ts->dict == NULL) {
+        PyObject *obj = field(ts);
+        if (obj == NULL) {
             continue;
         }
         PyObject *item = Py_BuildValue("(kO)", (unsigned long)ts->thread_id,
-                                       ts->dict);
+                                       obj);
         if (item == NULL || PyList_Append(list, item) < 0) {
             Py_XDECREF(item);
             Py_DECREF(list);
@@ -1175,6 +1178,24 @@ tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
         Py_DECREF(item);
     }
     return list;
+}
+
+static PyObject *
+thread_dict(PyThreadState *ts)
+{
+    return ts->dict;
+}
+
+static PyObject *
+thread_context(PyThreadState *ts)
+{
+    return ts->context;
+}
+
+static PyObject *
+tracemalloc_thread_dicts(PyObject *module, PyObject *unused)
+{
+    return thread_objects(thread_dict);
 }
 
 PyDoc_STRVAR(tracemalloc_thread_contexts__doc__,
@@ -1188,26 +1209,7 @@ PyDoc_STRVAR(tracemalloc_thread_contexts__doc__,
 static PyObject *
 tracemalloc_thread_contexts(PyObject *module, PyObject *unused)
 {
-    PyObject *list = PyList_New(0);
-    if (list == NULL) {
-        return NULL;
-    }
-    PyInterpreterState *interp = PyInterpreterState_Get();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
-         ts != NULL; ts = PyThreadState_Next(ts)) {
-        if (ts->context == NULL) {
-            continue;
-        }
-        PyObject *item = Py_BuildValue("(kO)", (unsigned long)ts->thread_id,
-                                       ts->context);
-        if (item == NULL || PyList_Append(list, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(list);
-            return NULL;
-        }
-        Py_DECREF(item);
-    }
-    return list;
+    return thread_objects(thread_context);
 }
 
 /* ---- the frames of every thread ------------------------------------ */
