@@ -28,11 +28,11 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 CONFORMANCE = ["test.test_tracemalloc"]
 
-# Modules whose work is bounded but long on a loaded 2-core machine, and
-# the factor of --timeout they get: the differential fuzzer runs every
-# fixed seed on the fork and on pristine, whose tracemalloc is many times
-# slower (about 14 minutes on 3.11 with the other module of the pair
-# running).
+# Modules whose work is bounded but can be long, and the factor of
+# --timeout they get: the differential fuzzer shrinks a mismatching seed by
+# running its program again on the fork and on pristine many times (a seed
+# whose pristine run timed out took it to 14 minutes), so that the failure
+# it reports is readable rather than a timeout.
 SLOW_MODULES = {"test.test_tracemalloc_differential": 2}
 
 OURS = [
