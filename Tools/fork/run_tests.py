@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -226,10 +227,18 @@ def run_one(python, label, module, env_extra, timeout, skips):
     cmd = [python, "-X", "faulthandler", "-m", "unittest_driver", module,
            json.dumps(sorted(skips))]
     start = time.monotonic()
+    # The stdlib's regression tests make fixed names in their working
+    # directory (test_warnings' 'tempcwd'): the plain and the traced run of
+    # the same module, two at a time, each get a directory of their own.
+    workdir = REPO
+    cleanup = None
+    if label.startswith("regression"):
+        cleanup = tempfile.TemporaryDirectory(prefix="run_tests-")
+        workdir = cleanup.name
     try:
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
-                              timeout=timeout, cwd=REPO)
+                              timeout=timeout, cwd=workdir)
         out, err, rc = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
         # TimeoutExpired keeps the output as bytes, even with text=True.
@@ -241,6 +250,9 @@ def run_one(python, label, module, env_extra, timeout, skips):
             err = err.decode(errors="replace")
         err += f"\nTIMEOUT after {timeout}s"
         rc = -1
+    finally:
+        if cleanup is not None:
+            cleanup.cleanup()
     elapsed = time.monotonic() - start
     counts = None
     for line in out.splitlines():
