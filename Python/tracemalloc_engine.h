@@ -171,8 +171,8 @@ typedef struct {
 } cct_line_entry;
 
 /* A code object's line table, decoded up to some instruction: the next
-   site of the same code decodes on from there (forwards or backwards),
-   not from the table's start.  Keyed by the code's epoch slot; valid
+   site of the same code at or after it decodes on from there, not from
+   the table's start (an earlier site decodes from the start again).  Keyed by the code's epoch slot; valid
    while the code's epoch is the one recorded (a dying code object bumps
    it).  Holds no node and no filename: compaction keeps it. */
 typedef struct {

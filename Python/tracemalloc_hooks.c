@@ -246,8 +246,8 @@ fresh_block_pooled(size_t size, int gil_held)
 static int tm_lean;
 
 /* _TRACEMALLOC_GENERAL_PATH=1 in the environment keeps the lean paths off
-   for the process (tests: the differential and parity tests run both
-   ways); -1 until read. */
+   for the process (tests: the differential test's GeneralPathTest and
+   test_tracemalloc_leanpath run the general path); -1 until read. */
 static int lean_forced_off = -1;
 
 static void
@@ -347,9 +347,8 @@ lean_untrace(void *ptr)
     size_t size;
     _PyTraceMalloc_Lock();
     fresh_forget(ptr);
-    if (store_remove_slot((uintptr_t)ptr, &node, &size, 1)
-        || store_remove_table(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr,
-                              &node, &size)) {
+    if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node,
+                     &size, STORE_POOL_FIRST, 1)) {
         remember_removed(ptr, node);
     }
     _PyTraceMalloc_Unlock();
