@@ -499,12 +499,16 @@ typedef struct {
     uint64_t sample;            /* sampling interval of the traces; 0: exact */
 } _PyTraceMalloc_CCTView;
 extern void _PyTraceMalloc_CCTUnpin(void);
-/* Node count, cache misses and compactions so far, and the shared site
-   cache's entries (for the tests). */
+/* Node count, node lookups that interned (cache_misses) and compactions
+   so far, and the buckets of the site tables' index (for the tests). */
 PyAPI_FUNC(void) _PyTraceMalloc_CCTStats(uint32_t *nnodes,
                                          uint64_t *cache_misses,
                                          uint64_t *compactions,
                                          size_t *cache_entries);
+/* The site tables and line maps: how many, and their bytes (OUT[0..3]:
+   tables, table bytes, maps, map bytes; for the tests and the memory
+   report). */
+PyAPI_FUNC(void) _PyTraceMalloc_FrameTableStats(size_t out[4]);
 /* One node of VIEW, for a reader: 0 for node 0 and a thread's root (no
    frame); else its parent, line, depth and filename characters (DATA NULL
    for '<unknown>'). */
