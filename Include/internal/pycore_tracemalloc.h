@@ -291,6 +291,18 @@ _PyTraceMalloc_MayBeSampled(const void *op)
         } \
     } while (0)
 
+/* Objects/dictobject.c: BLOCK, which is not an object, was taken from a
+   free list of its own (a dictionary's key table): re-trace it at the
+   current traceback, as _PyTraceMalloc_RETRACE() does for an object
+   taken from a free list. */
+extern int _PyTraceMalloc_RetraceBlock(void *block);
+#define _PyTraceMalloc_RETRACE_BLOCK(block) \
+    do { \
+        if (_PyTraceMalloc_TRACING()) { \
+            (void)_PyTraceMalloc_RetraceBlock(block); \
+        } \
+    } while (0)
+
 /* The entry points' traced paths.  _PyTraceMalloc_Malloc() and
    _PyTraceMalloc_Calloc() are macros that pass them the mode word: on 3.13
    it lives in _PyRuntime, which this header cannot see (pycore_runtime.h
