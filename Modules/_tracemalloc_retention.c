@@ -36,6 +36,7 @@
 #include "pycore_code.h"          // _PyLocals_GetKind()
 #include "pycore_frame.h"         // _PyInterpreterFrame: locals, evaluation stack
 #include "pycore_dict.h"          // DK_IS_UNICODE(): the keys dict_traverse() skips
+#include "pycore_object.h"        // _PyType_PreHeaderSize(): where an object starts
 
 #define RETENTION_NONE UINT32_MAX
 
@@ -1804,6 +1805,358 @@ done:
     return result;
 }
 
+/* ---- a site's objects that no Python object refers to ---------------- */
+
+/* The words read at the start of a block: enough for the largest
+   pre-header (a GC header and 3.11's managed dict or 3.13's managed dict
+   and weakrefs) followed by the object's refcount and type. */
+#define UNSEEN_HEAD_WORDS 6
+
+static int
+unseen_address_compare(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A sorted array of the addresses that KEY gives for each item of LIST
+   (a list), or NULL with an exception. */
+static uintptr_t *
+unseen_addresses(PyObject *list, uintptr_t (*key)(PyObject *))
+{
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    uintptr_t *addresses = malloc((n ? (size_t)n : 1) * sizeof(uintptr_t));
+    if (addresses == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        addresses[i] = key(PyList_GET_ITEM(list, i));
+    }
+    qsort(addresses, (size_t)n, sizeof(uintptr_t), unseen_address_compare);
+    return addresses;
+}
+
+static uintptr_t
+unseen_type_key(PyObject *obj)
+{
+    return PyType_Check(obj) ? (uintptr_t)obj : 0;
+}
+
+static int
+unseen_has(const uintptr_t *sorted, Py_ssize_t n, uintptr_t address)
+{
+    return bsearch(&address, sorted, (size_t)n, sizeof(uintptr_t),
+                   unseen_address_compare) != NULL;
+}
+
+/* The object whose header starts the block of SIZE bytes whose first
+   words are WORDS: its type (one of TYPES) and refcount, or NULL.  An
+   object's block starts with its type's pre-header, then the refcount,
+   then the type: the type read there must be a live type (TYPES lists
+   every class), whose pre-header is that long and whose instances fit
+   in the block, and the refcount must be one an object can have (an
+   address, as a buffer's first word is, is above it). */
+static PyTypeObject *
+unseen_object(const uintptr_t *words, size_t size, const uintptr_t *types,
+              Py_ssize_t ntypes, Py_ssize_t *refcount)
+{
+    size_t gc = sizeof(PyGC_Head), pre = 2 * sizeof(PyObject *);
+    size_t offsets[4] = {0, gc, pre, gc + pre};
+    for (int i = 0; i < 4; i++) {
+        size_t offset = offsets[i];
+        size_t word = offset / sizeof(uintptr_t);
+        if (offset % sizeof(uintptr_t) != 0
+            || word + 2 > UNSEEN_HEAD_WORDS
+            || size < offset + sizeof(PyObject)) {
+            continue;
+        }
+        uintptr_t type = words[word + 1];
+        if (type == 0 || !unseen_has(types, ntypes, type)) {
+            continue;
+        }
+        PyTypeObject *tp = (PyTypeObject *)type;
+        Py_ssize_t count = (Py_ssize_t)words[word];
+        if ((size_t)_PyType_PreHeaderSize(tp) != offset
+            || tp->tp_basicsize < 0
+            || size - offset < (size_t)tp->tp_basicsize
+            || count < 1 || (uint64_t)count > UINT32_MAX) {
+            continue;
+        }
+        *refcount = count;
+        return tp;
+    }
+    return NULL;
+}
+
+/* One object found among a site's blocks. */
+typedef struct {
+    uintptr_t block;
+    size_t size;
+    PyTypeObject *type;
+    Py_ssize_t refcount;
+    size_t holder;      /* the index of the object that refers to it, or
+                           SIZE_MAX: none of them does */
+    size_t item;        /* a holder's item in the result */
+} unseen_entry;
+
+typedef struct {
+    unseen_entry *entries;     /* sorted by block */
+    size_t n;
+    size_t current;            /* the object being traversed */
+} unseen_search;
+
+static int
+unseen_entry_compare(const void *a, const void *b)
+{
+    uintptr_t x = ((const unseen_entry *)a)->block;
+    uintptr_t y = ((const unseen_entry *)b)->block;
+    return (x > y) - (x < y);
+}
+
+/* The holder of entry I: the end of its chain of referrers, I itself when
+   the chain comes back to it (a cycle of such objects: each its own). */
+static size_t
+unseen_holder(const unseen_search *us, size_t i)
+{
+    size_t at = i;
+    for (size_t steps = 0; steps < us->n; steps++) {
+        size_t next = us->entries[at].holder;
+        if (next == SIZE_MAX) {
+            return at;
+        }
+        at = next;
+    }
+    return i;
+}
+
+/* tp_traverse() visitor: OBJ is referred to by the object being
+   traversed, a real object (its header was checked): if OBJ is another of
+   the objects found, it has a Python referrer. */
+static int
+unseen_visit(PyObject *obj, void *arg)
+{
+    unseen_search *us = (unseen_search *)arg;
+    if (obj == NULL) {
+        return 0;
+    }
+    unseen_entry key = {.block = _PyTraceMalloc_ObjectBlock(obj)};
+    unseen_entry *e = bsearch(&key, us->entries, us->n, sizeof(key),
+                              unseen_entry_compare);
+    if (e != NULL && (size_t)(e - us->entries) != us->current
+        && e->holder == SIZE_MAX) {
+        e->holder = us->current;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(tracemalloc_site_unseen_objects__doc__,
+"_site_unseen_objects($module, filename, lineno, seen, types, /)\n"
+"--\n"
+"\n"
+"The objects among the live blocks of domain 0 traced at FILENAME:LINENO\n"
+"(any line when LINENO is None) that are not in SEEN (a list of objects,\n"
+"those the search found), grouped by holder: a list of [type, refcount,\n"
+"count, size, {type: count}], one per object that none of the others\n"
+"refers to, with the objects it holds, itself included; no reference to\n"
+"the objects themselves.  A block is an object when its header names one\n"
+"of TYPES (a list of every class) with a pre-header of its length, and a\n"
+"refcount an object can have.");
+
+static PyObject *
+tracemalloc_site_unseen_objects(PyObject *module, PyObject *const *args,
+                                Py_ssize_t nargs)
+{
+    int lineno;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_site_unseen_objects() takes 4 arguments");
+        return NULL;
+    }
+    if (site_parse_args("_site_unseen_objects", args, 2, &lineno) < 0) {
+        return NULL;
+    }
+    if (!PyList_Check(args[2]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "seen and types must be lists");
+        return NULL;
+    }
+    if (!_Py_tracemalloc_config.tracing) {
+        return PyList_New(0);
+    }
+    PyObject *filename = args[0];
+    PyObject *result = NULL;
+    _PyTraceMalloc_BlockCopy *blocks = NULL;
+    uintptr_t *heads = NULL, *seen = NULL, *types = NULL;
+    uint8_t *verdicts = NULL;
+    unseen_entry *entries = NULL;
+    size_t *roots = NULL;
+    size_t nblocks = 0, ncandidates = 0;
+    int pinned = 0;
+    _PyTraceMalloc_CCTView view;
+    /* Nothing below runs Python code or frees an object until the heads
+       are read: the blocks stay as they were copied, but for the raw
+       domain's, which _PyTraceMalloc_StoreReadHeads() checks again. */
+    seen = unseen_addresses(args[2], _PyTraceMalloc_ObjectBlock);
+    types = unseen_addresses(args[3], unseen_type_key);
+    if (seen == NULL || types == NULL) {
+        goto done;
+    }
+    int res = _PyTraceMalloc_StoreCopyBlocks(&blocks, &nblocks, &view);
+    if (res < 0) {
+        if (res == -1) {
+            PyErr_NoMemory();
+        }
+        else {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "the traces changed while being copied");
+        }
+        goto done;
+    }
+    pinned = 1;
+    verdicts = calloc(view.nnodes ? view.nnodes : 1, 1);
+    if (verdicts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int want_kind = PyUnicode_KIND(filename);
+    const void *want_data = PyUnicode_DATA(filename);
+    Py_ssize_t want_length = PyUnicode_GET_LENGTH(filename);
+    for (size_t i = 0; i < nblocks; i++) {
+        _PyTraceMalloc_BlockCopy *b = &blocks[i];
+        if (b->node >= view.nnodes) {
+            continue;
+        }
+        if (verdicts[b->node] == 0) {
+            _PyTraceMalloc_Node parent;
+            int line, kind;
+            uint32_t depth;
+            const void *data;
+            Py_ssize_t length;
+            int match = _PyTraceMalloc_NodeInfo(&view, b->node, &parent,
+                                                &line, &depth, &data, &kind,
+                                                &length)
+                && data != NULL && kind == want_kind
+                && length == want_length
+                && (lineno < 0 || line == lineno)
+                && memcmp(data, want_data,
+                          (size_t)length * (size_t)kind) == 0;
+            verdicts[b->node] = match ? 1 : 2;
+        }
+        if (verdicts[b->node] == 1
+            && b->size >= sizeof(PyObject)
+            && !unseen_has(seen, PyList_GET_SIZE(args[2]), b->ptr)) {
+            blocks[ncandidates++] = *b;
+        }
+    }
+    heads = malloc((ncandidates ? ncandidates : 1) * UNSEEN_HEAD_WORDS
+                   * sizeof(uintptr_t));
+    if (heads == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    _PyTraceMalloc_StoreReadHeads(blocks, ncandidates, heads,
+                                  UNSEEN_HEAD_WORDS);
+    _PyTraceMalloc_CCTUnpin();
+    pinned = 0;
+    /* The objects, sorted by block address; each one's holder: itself,
+       or (the holder of) the first of them found to refer to it (a tuple
+       or a dict that the collector no longer tracks, kept by C code with
+       what it holds). */
+    entries = malloc((ncandidates ? ncandidates : 1) * sizeof(*entries));
+    roots = malloc((ncandidates ? ncandidates : 1) * sizeof(*roots));
+    if (entries == NULL || roots == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t nobjects = 0;
+    for (size_t i = 0; i < ncandidates; i++) {
+        Py_ssize_t refcount;
+        PyTypeObject *tp = blocks[i].size == 0 ? NULL : unseen_object(
+            heads + i * UNSEEN_HEAD_WORDS, blocks[i].size, types,
+            PyList_GET_SIZE(args[3]), &refcount);
+        if (tp == NULL) {
+            continue;   /* not an object, or freed meanwhile */
+        }
+        entries[nobjects++] = (unseen_entry){
+            .block = blocks[i].ptr, .size = blocks[i].size, .type = tp,
+            .refcount = refcount, .holder = SIZE_MAX};
+    }
+    qsort(entries, nobjects, sizeof(*entries), unseen_entry_compare);
+    unseen_search us = {entries, nobjects, 0};
+    for (us.current = 0; us.current < nobjects; us.current++) {
+        unseen_entry *e = &entries[us.current];
+        if (PyType_IS_GC(e->type) && e->type->tp_traverse != NULL) {
+            PyObject *op = (PyObject *)(e->block
+                                        + _PyType_PreHeaderSize(e->type));
+            (void)e->type->tp_traverse(op, unseen_visit, &us);
+        }
+    }
+    for (size_t i = 0; i < nobjects; i++) {
+        roots[i] = unseen_holder(&us, i);
+    }
+    /* Each holder's group: its objects are listed after it in block
+       order or before it, so the groups are made in one pass over a
+       table of the holders' items. */
+    result = PyList_New(0);
+    if (result == NULL) {
+        goto done;
+    }
+    for (size_t i = 0; i < nobjects; i++) {
+        entries[i].item = SIZE_MAX;
+        if (roots[i] != i) {
+            continue;
+        }
+        PyObject *item = Py_BuildValue(
+            "[OnKK{}]", (PyObject *)entries[i].type, entries[i].refcount,
+            0ULL, 0ULL);
+        if (item == NULL || PyList_Append(result, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_DECREF(item);
+        entries[i].item = (size_t)PyList_GET_SIZE(result) - 1;
+    }
+    for (size_t i = 0; i < nobjects; i++) {
+        PyObject *item = PyList_GET_ITEM(result, entries[roots[i]].item);
+        PyObject *held = PyList_GET_ITEM(item, 4);
+        PyObject *tp = (PyObject *)entries[i].type;
+        PyObject *n = PyDict_GetItemWithError(held, tp);
+        PyObject *count = PyLong_FromUnsignedLongLong(
+            PyLong_AsUnsignedLongLong(PyList_GET_ITEM(item, 2)) + 1);
+        PyObject *size = PyLong_FromUnsignedLongLong(
+            PyLong_AsUnsignedLongLong(PyList_GET_ITEM(item, 3))
+            + entries[i].size);
+        PyObject *type_count = PyLong_FromLong(
+            (n == NULL ? 0 : PyLong_AsLong(n)) + 1);
+        int failed = count == NULL || size == NULL || type_count == NULL
+                     || PyDict_SetItem(held, tp, type_count) < 0;
+        Py_XDECREF(type_count);
+        if (!failed) {
+            PyList_SetItem(item, 2, count);
+            PyList_SetItem(item, 3, size);
+        }
+        else {
+            Py_XDECREF(count);
+            Py_XDECREF(size);
+            Py_CLEAR(result);
+            goto done;
+        }
+    }
+done:
+    if (pinned) {
+        _PyTraceMalloc_CCTUnpin();
+    }
+    free(blocks);
+    free(heads);
+    free(seen);
+    free(types);
+    free(verdicts);
+    free(entries);
+    free(roots);
+    return result;
+}
+
 #define TRACEMALLOC_RETENTION_METHODDEFS \
     {"_retention_paths", _PyCFunction_CAST(tracemalloc_retention_paths), \
      METH_FASTCALL | METH_KEYWORDS, tracemalloc_retention_paths__doc__}, \
@@ -1815,6 +2168,9 @@ done:
      METH_FASTCALL, tracemalloc_site_objects__doc__}, \
     {"_site_blocks", _PyCFunction_CAST(tracemalloc_site_blocks), \
      METH_FASTCALL, tracemalloc_site_blocks__doc__}, \
+    {"_site_unseen_objects", \
+     _PyCFunction_CAST(tracemalloc_site_unseen_objects), \
+     METH_FASTCALL, tracemalloc_site_unseen_objects__doc__}, \
     {"_frame_roots", tracemalloc_frame_roots, METH_NOARGS, \
      tracemalloc_frame_roots__doc__}, \
     {"_untraced_call", _PyCFunction_CAST(tracemalloc_untraced_call), \

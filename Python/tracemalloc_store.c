@@ -630,6 +630,118 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
     return 0;
 }
 
+/* The blocks of the default domain with their addresses, for the
+   retention search (Modules/_tracemalloc_retention.c), which looks for
+   the objects that no Python object refers to among a site's blocks. */
+typedef struct {
+    _PyTraceMalloc_BlockCopy *out;
+    size_t n;
+    size_t cap;
+} block_copy_state;
+
+static int
+copy_slot_blocks(_PyTraceMalloc_Slot *slots, uint32_t nslots, uint32_t live,
+                 void *arg)
+{
+    block_copy_state *st = arg;
+    if (live > st->cap - st->n) {
+        return -1;      /* the totals lied: caught by the caller */
+    }
+    /* SLOTS is the array of its pool's _PyTraceMalloc_PoolTraces: slot J
+       is the block the caller got at the J-th block plus the caller skew
+       (_PyTraceMalloc_PoolTracesSlot()). */
+    const _PyTraceMalloc_PoolTraces *pt = (const _PyTraceMalloc_PoolTraces *)
+        ((const char *)slots - offsetof(_PyTraceMalloc_PoolTraces, slots));
+    uintptr_t first = (uintptr_t)pt->pool + _PyTraceMalloc_POOL_OVERHEAD
+                      + _PyTraceMalloc_caller_skew;
+    uint32_t found = 0;
+    for (uint32_t j = 0; j < nslots && found < live; j++) {
+        uint32_t stored = _PyTraceMalloc_SlotNode(&slots[j]);
+        if (stored != 0) {
+            _PyTraceMalloc_BlockCopy *b = &st->out[st->n + found];
+            b->ptr = first + (uintptr_t)j * pt->block_size;
+            b->node = stored_node(stored);
+            b->size = slots[j].size;
+            found++;
+        }
+    }
+    if (found != live) {
+        return -1;      /* the pool's count lied: caught by the caller */
+    }
+    st->n += live;
+    return 0;
+}
+
+int
+_PyTraceMalloc_StoreCopyBlocks(_PyTraceMalloc_BlockCopy **blocks,
+                               size_t *count, _PyTraceMalloc_CCTView *view)
+{
+    int side = engine_lock();
+    /* Every domain's traces: an upper bound of the default domain's. */
+    block_copy_state st = {NULL, 0, tm.store.ntraces};
+    /* malloc(), not a traced API: the lock is held. */
+    st.out = _PyTraceMalloc_BulkAlloc((st.cap ? st.cap : 1)
+                                      * sizeof(*st.out));
+    if (st.out == NULL) {
+        engine_leave(side);
+        return -1;
+    }
+    _PyTraceMalloc_CCTPin_unlocked(view);
+    int res = _PyTraceMalloc_PoolSlotsForEach(copy_slot_blocks, &st);
+    if (res == 0 && tm.store.entries != NULL) {
+        for (size_t i = 0; i <= tm.store.mask; i++) {
+            table_entry *e = &tm.store.entries[i];
+            if (e->ptr == 0 || e->domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+                continue;
+            }
+            if (st.n == st.cap) {
+                res = -1;
+                break;
+            }
+            _PyTraceMalloc_BlockCopy *b = &st.out[st.n++];
+            b->ptr = e->ptr;
+            b->node = stored_node(e->node);
+            b->size = e->size;
+        }
+    }
+    engine_leave(side);
+    if (res != 0) {
+        _PyTraceMalloc_CCTUnpin();
+        free(st.out);
+        return -2;
+    }
+    *blocks = st.out;
+    *count = st.n;
+    return 0;
+}
+
+void
+_PyTraceMalloc_StoreReadHeads(_PyTraceMalloc_BlockCopy *blocks, size_t n,
+                              uintptr_t *heads, size_t nwords)
+{
+    /* Under the lock: a block of the raw domain can be freed by a thread
+       without the GIL, and the hooks take a trace out before they free
+       its block (trace_remove()), so a block that still has its trace
+       here is still allocated while the lock is held. */
+    int side = engine_lock();
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t *words = heads + i * nwords;
+        memset(words, 0, nwords * sizeof(*words));
+        size_t size;
+        node_ref ref = store_node_ref(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                      blocks[i].ptr, &size);
+        if (ref == NULL || size != blocks[i].size
+            || stored_node(node_ref_get(ref)) != blocks[i].node) {
+            blocks[i].size = 0;     /* freed, or another block now */
+            continue;
+        }
+        size_t bytes = nwords * sizeof(*words);
+        memcpy(words, (const void *)blocks[i].ptr,
+               size < bytes ? size : bytes);
+    }
+    engine_leave(side);
+}
+
 int
 _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
 {

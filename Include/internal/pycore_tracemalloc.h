@@ -291,6 +291,18 @@ _PyTraceMalloc_MayBeSampled(const void *op)
         } \
     } while (0)
 
+/* Objects/dictobject.c: BLOCK, which is not an object, was taken from a
+   free list of its own (a dictionary's key table): re-trace it at the
+   current traceback, as _PyTraceMalloc_RETRACE() does for an object
+   taken from a free list. */
+extern int _PyTraceMalloc_RetraceBlock(void *block);
+#define _PyTraceMalloc_RETRACE_BLOCK(block) \
+    do { \
+        if (_PyTraceMalloc_TRACING()) { \
+            (void)_PyTraceMalloc_RetraceBlock(block); \
+        } \
+    } while (0)
+
 /* The entry points' traced paths.  _PyTraceMalloc_Malloc() and
    _PyTraceMalloc_Calloc() are macros that pass them the mode word: on 3.13
    it lives in _PyRuntime, which this header cannot see (pycore_runtime.h
@@ -713,6 +725,24 @@ typedef struct {
 extern int _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces,
                                     size_t *count,
                                     _PyTraceMalloc_CCTView *view);
+typedef struct {
+    uintptr_t ptr;
+    _PyTraceMalloc_Node node;
+    size_t size;
+} _PyTraceMalloc_BlockCopy;
+/* Copy the address, node and size of every trace of the default domain
+   into a malloc()ed array and pin VIEW, in one locked section (the
+   retention search's list of a site's live blocks). */
+extern int _PyTraceMalloc_StoreCopyBlocks(_PyTraceMalloc_BlockCopy **blocks,
+                                          size_t *count,
+                                          _PyTraceMalloc_CCTView *view);
+/* Copy the first NWORDS words of each of BLOCKS[0..N) (as far as its size
+   goes; zeros after) into HEADS, NWORDS per block, in one locked section:
+   only of a block that still has the trace copied (the same size and
+   node, the view still pinned); another block's size is set to 0. */
+extern void _PyTraceMalloc_StoreReadHeads(_PyTraceMalloc_BlockCopy *blocks,
+                                          size_t n, uintptr_t *heads,
+                                          size_t nwords);
 /* For Modules/_testtracemalloc.c (tests only): the full store check, and
    fault injection: the next N bookkeeping allocations of at least MIN_SIZE
    bytes fail (returns how many the previous call had left), or the next N
