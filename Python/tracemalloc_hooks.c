@@ -778,13 +778,18 @@ _PyTraceMalloc_NewReference(PyObject *op)
    block is its own address, and it is never the block a resize just
    traced (fresh_block): it was freed to its list since, and a free
    clears that. */
-int
+__attribute__((flatten)) int
 _PyTraceMalloc_RetraceBlock(void *block)
 {
     if (!_PyTraceMalloc_TRACING() || block == NULL) {
         return -1;
     }
     uintptr_t ptr = (uintptr_t)block;
+    /* Popped with a GIL held: the lean path when its guard is on, as
+       for an object (small dicts are made at every other line). */
+    if (lean_on(1)) {
+        return retrace_gil(ptr);
+    }
     if (sample_interval() && !sample_filter_hit(block)) {
         return -1;      /* sampling mode: not a sampled block */
     }
