@@ -725,24 +725,6 @@ typedef struct {
 extern int _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces,
                                     size_t *count,
                                     _PyTraceMalloc_CCTView *view);
-typedef struct {
-    uintptr_t ptr;
-    _PyTraceMalloc_Node node;
-    size_t size;
-} _PyTraceMalloc_BlockCopy;
-/* Copy the address, node and size of every trace of the default domain
-   into a malloc()ed array and pin VIEW, in one locked section (the
-   retention search's list of a site's live blocks). */
-extern int _PyTraceMalloc_StoreCopyBlocks(_PyTraceMalloc_BlockCopy **blocks,
-                                          size_t *count,
-                                          _PyTraceMalloc_CCTView *view);
-/* Copy the first NWORDS words of each of BLOCKS[0..N) (as far as its size
-   goes; zeros after) into HEADS, NWORDS per block, in one locked section:
-   only of a block that still has the trace copied (the same size and
-   node, the view still pinned); another block's size is set to 0. */
-extern void _PyTraceMalloc_StoreReadHeads(_PyTraceMalloc_BlockCopy *blocks,
-                                          size_t n, uintptr_t *heads,
-                                          size_t nwords);
 /* For Modules/_testtracemalloc.c (tests only): the full store check, and
    fault injection: the next N bookkeeping allocations of at least MIN_SIZE
    bytes fail (returns how many the previous call had left), or the next N

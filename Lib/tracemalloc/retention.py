@@ -257,10 +257,11 @@ class Retention:
                     "the search")
         plural = "" if blocks == 1 else "s"
         return (f"no object found in the {blocks} live block{plural} of "
-                f"this line ({size} B): none starts with an object's "
-                f"header, and none is the buffer of a list, dict, set or "
-                f"bytearray that the collector, a container or a frame "
-                f"refers to")
+                f"this line ({size} B): none is an object that the "
+                f"collector, a container or a frame refers to, nor a "
+                f"list's, dict's, set's or bytearray's buffer (an object "
+                f"that only C code or a leaked reference keeps is not "
+                f"seen)")
 
     def as_dict(self):
         """JSON-ready data: the chains (Chain.as_dict()) and the totals."""
@@ -769,32 +770,4 @@ def site_retention(site, *, max_chains=MAX_CHAINS):
 def _site_retention(objects, location, max_chains):
     result = _retention_paths(objects, max_chains)
     result.blocks = _tracemalloc._site_blocks(*location)
-    _add_unseen_holders(result, objects, location, max_chains)
     return result
-
-
-def _add_unseen_holders(result, objects, location, max_chains):
-    """Add to RESULT the site's objects that the search cannot see: those
-    that no container, frame or object the collector tracks refers to
-    (a bytes object, or a tuple the collector no longer tracks, kept by
-    a reference that C code holds or leaked).  The engine lists the
-    site's live blocks; those whose header is an object's are objects.
-    Each that none of the others refers to is a holder with no Python
-    referrer: a chain of one step, its type, with its refcount."""
-    unseen = _tracemalloc._site_unseen_objects(
-        location[0], location[1], list(objects), _all_classes())
-    if not unseen:
-        return
-    chains = list(result.chains)
-    for holder_type, refcount, count, size, held in unseen:
-        held = {_type_name(t): n for t, n in held.items()}
-        for name, n in held.items():
-            result.types[name] = result.types.get(name, 0) + n
-        result.count += count
-        result.holders += 1
-        chains.append(Chain("no-referrer", None, None,
-                            [Step("", _type_name(holder_type))], 1, count,
-                            size, held, refcount, 0))
-    # Largest first, as the search orders its own (by count, then size).
-    chains.sort(key=lambda chain: (-chain.count, -chain.size))
-    result.chains = chains[:max_chains]
