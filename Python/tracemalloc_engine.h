@@ -163,6 +163,10 @@ typedef struct cct_code_map {
     size_t bytes;
     int *lines;                 /* by run index: the line, 0 if none */
     uint32_t nruns;             /* runs, with MAP_DECODE's if used */
+    /* Its code's site tables made since the tables were last freed
+       (valid while tables_gen is the index's): stale when it dies. */
+    uint32_t ntables;
+    uint32_t tables_gen;
     uint16_t idx[];             /* by code unit + 1: the run index */
 } cct_code_map;
 #define MAP_DECODE 0xFFFF
@@ -237,6 +241,8 @@ static struct {
         unsigned int tables_bits;
         size_t ntables;
         size_t tables_bytes;        /* of the tables themselves */
+        size_t stale_tables;        /* of dead codes or stale epochs */
+        uint32_t tables_gen;        /* bumped each time all are freed */
         cct_code_map **maps;        /* the map index (I6), by code */
         unsigned int maps_bits;
         size_t nmaps;

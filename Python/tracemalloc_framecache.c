@@ -138,6 +138,8 @@ map_build(PyCodeObject *code)
     m->next = NULL;
     m->code = code;
     m->bytes = bytes;
+    m->ntables = 0;
+    m->tables_gen = 0;
     m->lines = (int *)((char *)m + lines_at);
     m->nruns = nruns;
     m->lines[0] = base_code_firstlineno(code);
@@ -215,7 +217,7 @@ map_get(PyCodeObject *code)
     return m;
 }
 
-/* CODE dies: its map goes with it. */
+/* CODE dies: its map goes with it, and its tables are stale. */
 static void
 map_drop(const PyCodeObject *code)
 {
@@ -225,6 +227,9 @@ map_drop(const PyCodeObject *code)
     cct_code_map **link = &tm.framecache.maps[map_bucket(code)];
     for (cct_code_map *m = *link; m != NULL; link = &m->next, m = m->next) {
         if (m->code == code) {
+            if (m->tables_gen == tm.framecache.tables_gen) {
+                tm.framecache.stale_tables += m->ntables;
+            }
             *link = m->next;
             tm.framecache.nmaps--;
             tm.framecache.maps_bytes -= m->bytes;
@@ -288,6 +293,8 @@ tables_free(void)
     tm.memory -= tm.framecache.tables_bytes;
     tm.framecache.tables_bytes = 0;
     tm.framecache.ntables = 0;
+    tm.framecache.stale_tables = 0;
+    tm.framecache.tables_gen++;     /* every map's count is 0 again */
 }
 
 /* Free every site table (their nodes are stale: a compaction or a reset);
@@ -317,8 +324,16 @@ table_get(PyCodeObject *code, _PyTraceMalloc_Node parent, int *nomem)
     size_t b = site_hash(code, parent) >> (64 - tm.framecache.tables_bits);
     for (cct_site_table *t = tm.framecache.tables[b]; t != NULL;
          t = t->next) {
-        if (t->code == code && t->parent == parent && t->epoch == epoch) {
-            return t;
+        if (t->code == code && t->parent == parent) {
+            if (t->epoch == epoch) {
+                return t;
+            }
+            /* Another code of its epoch slot died, or its own code (the
+               address is reused): replaced below.  Its code pointer goes,
+               so that it is counted once and never matched again; a frame
+               still linked to it reads neither. */
+            t->code = NULL;
+            tm.framecache.stale_tables++;
         }
     }
     /* A table of an older epoch stays in its chain until the next
@@ -345,6 +360,12 @@ table_get(PyCodeObject *code, _PyTraceMalloc_Node parent, int *nomem)
     t->filename = filename;
     t->parent = parent;
     t->epoch = epoch;
+    cct_code_map *owner = (cct_code_map *)map;
+    if (owner->tables_gen != tm.framecache.tables_gen) {
+        owner->tables_gen = tm.framecache.tables_gen;
+        owner->ntables = 0;
+    }
+    owner->ntables++;
     if (tm.framecache.ntables >= cache_entries()
         && tm.framecache.tables_bits < CACHE_MAX_BITS
         && tables_resize(tm.framecache.tables_bits + 1) == 0) {
@@ -622,12 +643,36 @@ current_node(PyThreadState *tstate)
     return current_node_unlinked(tstate);
 }
 
+/* Stale tables (of dead codes, or of an epoch slot that a dying code
+   bumped) stay in the index until the tables are freed, which only
+   compactions and resets did; a program that keeps compiling and dropping
+   code makes no new node, so no compaction came, and its index and chains
+   grew without bound.  Once the stale tables outnumber half the others
+   (and 1024), all are freed and the frames relink (I4, I5): no table
+   pointer is held here, outside the engine's own calls, and the
+   generation's change makes every frame's pointer stale at once. */
+static void
+tables_flush_if_stale(void)
+{
+    /* A dead code's table may be counted twice (at its death, and when a
+       new code at its address misses it): an estimate, never below. */
+    size_t stale = tm.framecache.stale_tables;
+    size_t live = tm.framecache.ntables > stale
+                  ? tm.framecache.ntables - stale : 0;
+    if (tm.framecache.tables == NULL || stale <= 1024 + live / 2) {
+        return;
+    }
+    cache_clear(tm.tree.nnodes);
+    generation_bump();
+}
+
 void
 _PyTraceMalloc_CodeFreed(void *code)
 {
     int side = engine_lock();
     tm.framecache.code_epochs[code_epoch_slot(code)]++;
     map_drop(code);
+    tables_flush_if_stale();
     engine_leave(side);
 }
 

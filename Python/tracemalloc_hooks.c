@@ -770,9 +770,9 @@ _PyTraceMalloc_NewReference(PyObject *op)
     return lean ? retrace_gil(ptr) : retrace_object(ptr);
 }
 
-/* A block of the default domain that is not an object was taken from a
-   free list of its own (a dictionary's key table, popped by
-   new_keys_object()): re-trace it at the current traceback, as
+/* A block of the default domain was taken from a free list of its own (a
+   dictionary's key table, popped by new_keys_object(); a float, whose
+   block is the object): re-trace it at the current traceback, as
    _PyTraceMalloc_NewReference() does for an object, so that the line
    that reuses it owns it, not the line that allocated it first.  The
    block is its own address, and it is never the block a resize just

@@ -303,6 +303,18 @@ extern int _PyTraceMalloc_RetraceBlock(void *block);
         } \
     } while (0)
 
+/* Objects/floatobject.c: a float taken from its free list.  Its block is
+   the object itself (no GC header, no pre-header), and no resize made it
+   the hooks' fresh block (a float is never resized, and its free cleared
+   that): the block's re-trace, without the object's arithmetic, behind
+   the same inline filter test as _PyTraceMalloc_RETRACE(). */
+#define _PyTraceMalloc_RETRACE_FLOAT(op) \
+    do { \
+        if (_PyTraceMalloc_TRACING() && _PyTraceMalloc_MayBeSampled(op)) { \
+            (void)_PyTraceMalloc_RetraceBlock(op); \
+        } \
+    } while (0)
+
 /* The entry points' traced paths.  _PyTraceMalloc_Malloc() and
    _PyTraceMalloc_Calloc() are macros that pass them the mode word: on 3.13
    it lives in _PyRuntime, which this header cannot see (pycore_runtime.h

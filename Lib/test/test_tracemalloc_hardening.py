@@ -465,6 +465,29 @@ class CodeCacheTest(EngineTestCase):
         self.assertLess(misses_in_alloc, 20)
 
 
+class DyingCodeTest(EngineTestCase):
+
+    def test_tables_of_dead_code_do_not_pile_up(self):
+        # exec() of fresh code in a loop (namedtuple and dataclass
+        # factories do the same): each code object links a frame to a site
+        # table and dies.  The tree does not grow, so no compaction frees
+        # the stale tables; they are freed once they outnumber the others.
+        self.start(5)
+        n = 6000
+        before = _testtracemalloc.engine_stats()
+        for i in range(n):
+            exec(compile(f'x = [{i}]', '<churn>', 'exec'))
+        stats = _testtracemalloc.engine_stats()
+        self.assertEqual(stats['compactions'], before['compactions'])
+        self.assertLess(stats['site_tables'], n // 2, stats)
+        # And what is traced still has its line.
+        line = sys._getframe().f_lineno + 1
+        obj = Obj()
+        self.assertEqual(tracemalloc.get_object_traceback(obj)[-1].lineno,
+                         line)
+        self.check_consistency()
+
+
 def one_site_per_level(n):
     # One node per level, and one key of the shared site cache per level:
     # (the level's parent node, this code, the call's offset; the list is

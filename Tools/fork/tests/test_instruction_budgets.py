@@ -48,16 +48,16 @@ LAYOUTS = 3
 # Added instructions per iteration, N=1 and N=25 over untraced, per base.
 TRACED_BUDGETS = {
     "3.13": {
-        "float_reuse": 136,         # 129 measured
-        "float_lines": 324,         # 308
-        "generator_resume": 239,    # 227
+        "float_reuse": 122,         # 116 measured
+        "float_lines": 297,         # 282
+        "generator_resume": 225,    # 214
         "small_object": 250,        # 237
         "frame_call": 351,          # 334
     },
     "3.11": {
-        "float_reuse": 132,         # 125 measured
-        "float_lines": 315,         # 300
-        "generator_resume": 223,    # 212
+        "float_reuse": 120,         # 114 measured
+        "float_lines": 292,         # 278
+        "generator_resume": 211,    # 201
         "small_object": 246,        # 234
         "frame_call": 343,          # 326
     },
