@@ -470,7 +470,7 @@ class ItemKindsTest(PytestHarness, unittest.TestCase):
         returncode, output = self.run_pytest(
             "--tracemalloc-leaks", "--tracemalloc-warmup=2",
             "--tracemalloc-rounds=5", "--tracemalloc-extend=0",
-            "test_case.py")
+            "--tracemalloc-screen=0", "test_case.py")
         self.assertEqual(returncode, 0, output)
         self.assertEqual(self.summary(output),
                          {"checked": 1, "leaked": 0, "not_checked": 1,
@@ -670,7 +670,8 @@ class FixtureRoundsTest(PytestHarness, unittest.TestCase):
             "-k", "uses_both or events",
             "-o", "python_files=test_*.py",
             "--tracemalloc-leaks", "--tracemalloc-warmup=2",
-            "--tracemalloc-rounds=5", "--tracemalloc-extend=0")
+            "--tracemalloc-rounds=5", "--tracemalloc-extend=0",
+            "--tracemalloc-screen=0")
         self.assertEqual(returncode, 0, output)
         self.assertEqual(self.summary(output)["checked"], 2)
 
@@ -947,6 +948,128 @@ class SessionOutputTest(PytestHarness, unittest.TestCase):
         self.assertNotIn("message cut", output)
         self.assertIn("test_leaky.py::test_shared[13]", output[
             output.index("by first leaking site"):])
+
+
+class CheapGateTest(PytestHarness, unittest.TestCase):
+    """The gate's cost (issue 42): the screen, the bounded holder search,
+    the cost in the session line."""
+
+    TESTS = """\
+        import pytest
+
+        _kept = []
+        _calls = {"odd": 0, "even": 0}
+
+        def keep(size):
+            _kept.append(bytearray(size))      # the shared site
+
+        def test_clean():
+            [bytearray(1024) for _ in range(10)]
+
+        def test_clean_fixture(tmp_path, monkeypatch, caplog):
+            monkeypatch.setenv("X", "1")
+            (tmp_path / "f").write_text("x")
+
+        def test_leak_a():
+            keep(1000)
+
+        def test_leak_b():
+            keep(2000)
+
+        def test_odd_calls():
+            # A leak on the first call, the third, the fifth...
+            _calls["odd"] += 1
+            if _calls["odd"] % 2:
+                _kept.append(bytes(4000))
+
+        def test_even_calls():
+            _calls["even"] += 1
+            if not _calls["even"] % 2:
+                _kept.append(bytes(4000))
+        """
+
+    def run_json(self, *args):
+        import json
+        path = os.path.join(self.directory, "report.json")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", f"--tracemalloc-report={path}", *args,
+            "test_gate.py")
+        with open(path, encoding="utf-8") as file:
+            tests = json.load(file)["tests"]
+        return returncode, output, {test["nodeid"].partition("::")[2]:
+                                    (test["verdict"], test.get("runs"))
+                                    for test in tests}
+
+    def test_screen(self):
+        self.write("test_gate.py", self.TESTS)
+        returncode, output, verdicts = self.run_json()
+        self.assertEqual(returncode, 1, output)
+        # Nothing of a clean test grew after its first run: one more run,
+        # and it passes.  A leaking test runs the whole rounds, 1 + 4 + 8.
+        self.assertEqual(verdicts["test_clean"], ("checked", 2), output)
+        self.assertEqual(verdicts["test_clean_fixture"], ("checked", 2),
+                         output)
+        for name in ("test_leak_a", "test_even_calls"):
+            self.assertEqual(verdicts[name], ("leaked", 13), output)
+        # test_leak_b leaks at the line that test_leak_a's added rounds
+        # confirmed: its verdict after 2 measured runs that both grew.
+        self.assertEqual(verdicts["test_leak_b"], ("leaked", 3), output)
+        # A leak on every other call whose first measured run is one
+        # without: the warm-up grew, so the screen runs once more.
+        self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
+        self.assertRegex(output, r"; gate: \d+\.\dx the tests' own time")
+
+        # Two measured runs in the screen: caught in either phase.
+        returncode, output, verdicts = self.run_json("--tracemalloc-screen=2")
+        self.assertEqual(verdicts["test_clean"], ("checked", 3), output)
+        self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
+        self.assertEqual(verdicts["test_even_calls"], ("leaked", 13), output)
+
+        # No screen: every checked test runs warmup + rounds times.
+        returncode, output, verdicts = self.run_json("--tracemalloc-screen=0")
+        self.assertEqual(verdicts["test_clean"], ("checked", 5), output)
+        self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
+
+    def test_holder_search_shared_and_budget(self):
+        self.write("test_gate.py", self.TESTS)
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "-k", "leak_", "test_gate.py")
+        self.assertEqual(returncode, 1, output)
+        # Both tests leak at keep()'s line: each message shows the chain
+        # (found once, for the first test).
+        self.assertEqual(output.count(
+            "held by: module test_gate \u2192 global _kept (list)"), 2,
+            output)
+        self.assertRegex(output, r"holder search \d+% of it")
+        self.assertNotIn("skipped: time budget", output)
+
+        # No budget: no search, and the messages and the session line
+        # say so.
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-search-budget=0", "-k",
+            "leak_", "test_gate.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertNotIn("held by:", output)
+        self.assertEqual(output.count(
+            "holder search skipped: time budget "
+            "(--tracemalloc-search-budget)"), 2, output)
+        self.assertIn("(2 sites skipped: time budget)", output)
+
+    def test_cost_breakdown(self):
+        self.write("test_gate.py", self.TESTS)
+        returncode, output = self.run_pytest(
+            "-v", "--tracemalloc-leaks", "-k", "clean", "test_gate.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertRegex(output, r"tracemalloc: gate cost [\d.]+ s: first "
+                                 r"runs [\d.]+ s, other runs' bodies")
+
+    def test_search_budget_option(self):
+        self.write("test_ok.py", "def test_ok():\n    pass\n")
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-search-budget=-1",
+            "test_ok.py")
+        self.assertEqual(returncode, 4, output)
+        self.assertIn("must be a number of seconds", output)
 
 
 class IgnoreAndJSONTest(PytestHarness, unittest.TestCase):

@@ -840,6 +840,47 @@ def live_totals_available():
     return hasattr(_tracemalloc, '_live_totals_diff')
 
 
+_STANDARD_LIBRARY = None
+
+
+def _standard_library():
+    """(the standard library's directory, the directories of installed
+    packages under it), each ending with a separator."""
+    global _STANDARD_LIBRARY
+    if _STANDARD_LIBRARY is None:
+        import sysconfig
+        paths = sysconfig.get_paths()
+        # Where the standard library is loaded from (a build tree's Lib
+        # directory too), not where sysconfig would install it.
+        _STANDARD_LIBRARY = (
+            os.path.join(os.path.dirname(os.__file__), ''),
+            tuple(os.path.join(paths[name], '')
+                  for name in ("purelib", "platlib") if name in paths))
+    return _STANDARD_LIBRARY
+
+
+def _is_harness(frames, harness):
+    """Whether the traceback *frames* (most recent first) is a harness's
+    alone: its most recent frame that is not the standard library's is
+    under one of the *harness* directories.  A test's allocation has a
+    frame of the test, or of the code it calls, more recent than the
+    harness's."""
+    stdlib, installed = _standard_library()
+    for frame in frames:
+        if len(frame) != 2:
+            return False            # a native frame: not the harness's
+        filename = frame[0]
+        if filename.startswith(harness):
+            return True
+        if filename.startswith('<frozen '):
+            continue
+        if filename.startswith(stdlib) and not filename.startswith(
+                installed):
+            continue
+        return False
+    return False
+
+
 class LiveRecorder:
     """The growth of each traceback over the rounds of a check, read from
     the engine's live totals per call context.
@@ -935,6 +976,51 @@ class LiveRecorder:
                         column[index] += value
         return tracebacks, sites
 
+    def rebase(self):
+        """Drop the rounds measured so far: the current totals are the
+        base of the next round."""
+        self._changes = {}
+        self._round_sizes = []
+        self._round_counts = []
+        self._measured = 0
+
+    def grown(self, harness=(), slack=0):
+        """The sites (file, line) of the workload whose memory grew, in
+        bytes or in blocks, over the measured rounds: the screen's test
+        (LeakCheck's *screen*).  A site, not a traceback: a dict whose
+        table a rerun rebuilds through another call path moves its bytes
+        from one traceback of its line to another, and grew in none.
+
+        The growth of the sites that grew only through tracebacks of the
+        harness (_is_harness(): a test runner's own code, under the
+        *harness* directories, and what it calls of the standard library)
+        counts only when it adds up to more than *slack* bytes: a test
+        runner's structures make small steps when a test runs again
+        (pytest's stash of the item rebuilds its dict once), which are no
+        leak.  Only the contexts that changed are kept: a few entries."""
+        tracebacks, sites = self._series()
+        grown = [site for site, (sizes, counts) in sites.items()
+                 if sum(sizes) > 0 or sum(counts) > 0]
+        if not harness or not grown:
+            return grown
+        harness = tuple(harness)
+        own = set()             # grew through code not the harness's
+        for (domain, frames), (sizes, counts) in tracebacks.items():
+            if sum(sizes) <= 0 and sum(counts) <= 0:
+                continue
+            if not _is_harness(frames, harness):
+                own.add(_site_of(frames))
+        result = []
+        harness_growth = 0
+        for site in grown:
+            if site in own:
+                result.append(site)
+            else:
+                harness_growth += max(sum(sites[site][0]), 0)
+        if harness_growth > slack:
+            return grown
+        return result
+
     def suspects(self, threshold):
         """The sites (and sites through one of their tracebacks) whose
         growth over the measured rounds is_suspect()."""
@@ -1010,11 +1096,14 @@ class LeakSite:
     were allocated at the site's line, the warm-up rounds' included.
     *retention_error* says why the search failed ("TypeError: ..."), else
     None: the report then says so under the site instead of a chain.
+    *retention_skipped*, when the search did not run for the site (the
+    pytest plugin's time budget), is the line that says so in its place.
     """
 
     __module__ = 'tracemalloc.leaks'
     __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
-                 'domain', 'retention', 'retention_error')
+                 'domain', 'retention', 'retention_error',
+                 'retention_skipped')
 
     def __init__(self, filename, lineno, sizes, counts, traceback, domain=0,
                  retention=None):
@@ -1026,6 +1115,7 @@ class LeakSite:
         self.domain = domain
         self.retention = retention
         self.retention_error = None
+        self.retention_skipped = None
 
     @property
     def size(self):
@@ -1119,6 +1209,12 @@ class LeakSite:
         if chains == 0:
             return []
         if retention is None:
+            skipped = self.retention_skipped
+            if skipped is not None:
+                # The search did not run for it (the pytest plugin's
+                # time budget): said, so that no chain is not taken for
+                # "no holder".
+                return [f"  {skipped}"]
             if self.retention_error is None:
                 return []
             # Said, not hidden: the verdict stands, the chain is unknown.
