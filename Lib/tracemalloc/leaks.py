@@ -67,10 +67,6 @@ DEFAULT_ROUNDS = 4              # screening rounds: enough when nothing
 DEFAULT_EXTEND = 8              # rounds added when some site is suspect
 DEFAULT_THRESHOLD = 1           # bytes per measured round, on average
 MAX_NFRAME = 65535              # the most frames tracemalloc.start() takes
-# The measured rounds after which a check whose growing sites were all
-# confirmed as leaks by earlier checks, and leak again, ends (see
-# LeakCheck._confirmed_sites): a leak grows in each of them.
-KNOWN_LEAK_ROUNDS = 2
 # How many times a check measures again from a new base when the engine
 # renumbered its call contexts during a round (see _leakcore.LiveRecorder).
 MAX_RESTARTS = 3
@@ -433,18 +429,14 @@ class LeakCheck:
                     self._base_index = index
                     if self.keep_snapshots:
                         self.first_snapshot = self.last_snapshot
-                elif self._known_leaks(recorder):
-                    # Sites confirmed already, rising again: the verdict.
-                    self._target = recorder.measured
+                elif self.screen and recorder.measured == self._screen_at:
+                    self._end_screen(recorder)
                 elif (not self.extended and self.extend
-                        and recorder.measured == self.rounds):
-                    suspects = self._suspects(recorder)
-                    confirmed = self._confirmed_sites
-                    if suspects and (confirmed is None or not all(
-                            tuple(site) in confirmed for site in suspects)):
-                        # Some site may leak: more rounds to tell.
-                        self.extended = True
-                        self._target = self.rounds + self.extend
+                        and recorder.measured == self.rounds
+                        and self._suspects(recorder)):
+                    # Some site may leak: more rounds to tell.
+                    self.extended = True
+                    self._target = self.rounds + self.extend
             else:
                 # The raw traces are dropped before the next round: only
                 # the recorder's totals stay alive between rounds.
@@ -458,27 +450,6 @@ class LeakCheck:
         finally:
             if collecting:
                 gc.enable()
-
-    def _known_leaks(self, recorder):
-        """After a measured round: end the screen when it is due (see
-        _end_screen()), and return true when the check can end now with
-        a leak verdict, because every site that grew is one that an
-        earlier check confirmed as a leak (_confirmed_sites) and it leaks
-        by rules 1 to 5 over the KNOWN_LEAK_ROUNDS rounds measured."""
-        measured = recorder.measured
-        if self.screen and measured == self._screen_at:
-            self._end_screen(recorder)
-        confirmed = self._confirmed_sites
-        if (self.screened or self.extended or not confirmed
-                or measured != KNOWN_LEAK_ROUNDS or measured >= self.rounds
-                or self.min_rounds > measured):
-            return False
-        grown = recorder.grown(*self._screen_harness)
-        if not grown or not all(tuple(site) in confirmed for site in grown):
-            return False
-        _, sites = recorder._series()
-        return all(_leakcore.is_leak(*sites[site], self.threshold)
-                   for site in grown)
 
     def _end_screen(self, recorder):
         """The screen's verdict, after its measured rounds: when nothing
@@ -520,13 +491,6 @@ class LeakCheck:
     # fail the screen (see _leakcore.LiveRecorder.grown()); the pytest
     # plugin's.
     _screen_harness = ((), 0)
-
-    # A set of sites ((filename, lineno)) that added rounds confirmed as
-    # leaks in earlier checks, or None: a check whose suspect sites are
-    # all in it needs no added rounds, its verdict is that of rules 1 to
-    # 5 over the screening rounds; the sites that it confirms with added
-    # rounds are added to it (the pytest plugin's, one per session).
-    _confirmed_sites = None
 
     # (filename, lineno) -> the location that ignore patterns match: the
     # one the report shows (the pytest plugin names a doctest's example
@@ -572,9 +536,6 @@ class LeakCheck:
             options.update(confirm=self.extended,
                            extended=self.extend if self.extended else 0)
         report = self._recorder.report(**options)
-        if self.extended and self._confirmed_sites is not None:
-            self._confirmed_sites.update((site.filename, site.lineno)
-                                         for site in report.sites)
         if self.screened:
             # The screen found no growth but the harness's small steps
             # (see _screen_harness), which one round cannot judge: clean.

@@ -708,20 +708,6 @@ class _HolderSearch:
             self.found[key] = site
 
 
-_confirmed_key = pytest.StashKey()
-
-
-def _confirmed_sites(config):
-    """The sites that added rounds confirmed as leaks in this session (in
-    this worker under xdist): a later test whose suspect sites are all
-    among them gets its verdict without added rounds (LeakCheck's
-    _confirmed_sites)."""
-    sites = config.stash.get(_confirmed_key, None)
-    if sites is None:
-        sites = config.stash[_confirmed_key] = set()
-    return sites
-
-
 @functools.cache
 def _screen_harness_directories():
     """The directories whose code is the harness for the screen: pytest's,
@@ -747,7 +733,6 @@ def _run_checked(item, nextitem, options):
     check._locate = functools.partial(_located, item)
     check._screen_harness = (_screen_harness_directories(),
                              SCREEN_HARNESS_SLACK)
-    check._confirmed_sites = _confirmed_sites(item.config)
     state = _RoundState(item)
     caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
