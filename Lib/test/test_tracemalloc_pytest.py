@@ -951,8 +951,9 @@ class SessionOutputTest(PytestHarness, unittest.TestCase):
 
 
 class CheapGateTest(PytestHarness, unittest.TestCase):
-    """The gate's cost (issue 42): the screen, the bounded holder search,
-    the cost in the session line."""
+    """The gate's cost: the screen, the bounded holder search, the cost in
+    the session line, and what each of them must not change in the
+    verdicts."""
 
     TESTS = """\
         import pytest
@@ -1027,30 +1028,70 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.assertEqual(verdicts["test_clean"], ("checked", 5), output)
         self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
 
-    def test_holder_search_shared_and_budget(self):
-        self.write("test_gate.py", self.TESTS)
+    def test_holder_search_per_test_and_budget(self):
+        # Two tests leak at one line, each into a container of its own:
+        # each failure shows its own holder, never the other test's.
+        self.write("test_gate.py", """\
+            def make():
+                return bytearray(500)          # the site of both tests
+
+            _a_list = []
+            _b_registry = {}
+
+            def test_a():
+                _a_list.append(make())
+
+            def test_b():
+                _b_registry[len(_b_registry)] = make()
+            """)
         returncode, output = self.run_pytest(
-            "--tracemalloc-leaks", "-k", "leak_", "test_gate.py")
+            "--tracemalloc-leaks", "test_gate.py")
         self.assertEqual(returncode, 1, output)
-        # Both tests leak at keep()'s line: each message shows the chain
-        # (found once, for the first test).
-        self.assertEqual(output.count(
-            "held by: module test_gate \u2192 global _kept (list)"), 2,
-            output)
+        section_a = output[output.index("_ test_a _"):
+                           output.index("_ test_b _")]
+        section_b = output[output.index("_ test_b _"):
+                           output.index("leaking tests, by first")]
+        self.assertIn("global _a_list (list)", section_a)
+        self.assertNotIn("_b_registry", section_a)
+        self.assertIn("global _b_registry (dict)", section_b)
+        self.assertNotIn("_a_list", section_b)
         self.assertRegex(output, r"holder search \d+% of it")
         self.assertNotIn("skipped: time budget", output)
 
-        # No budget: no search, and the messages and the session line
-        # say so.
+        # No budget: no search, and the messages, the session line and
+        # the JSON report say so; a report without retention says
+        # nothing was skipped.
+        path = os.path.join(self.directory, "report.json")
         returncode, output = self.run_pytest(
-            "--tracemalloc-leaks", "--tracemalloc-search-budget=0", "-k",
-            "leak_", "test_gate.py")
+            "--tracemalloc-leaks", "--tracemalloc-search-budget=0",
+            f"--tracemalloc-report={path}", "test_gate.py")
         self.assertEqual(returncode, 1, output)
         self.assertNotIn("held by:", output)
         self.assertEqual(output.count(
-            "holder search skipped: time budget "
-            "(--tracemalloc-search-budget)"), 2, output)
-        self.assertIn("(2 sites skipped: time budget)", output)
+            "holder search skipped: time budget\n"), 2, output)
+        self.assertIn("holder search 0% of it (2 sites skipped: time "
+                      "budget)", output)
+        self.assertEqual(self.json_sites(path), [
+            ("test_gate.py::test_a", None, "time budget"),
+            ("test_gate.py::test_b", None, "time budget")])
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "--tracemalloc-no-retention",
+            f"--tracemalloc-report={path}", "test_gate.py")
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(self.json_sites(path), [
+            ("test_gate.py::test_a", None, None),
+            ("test_gate.py::test_b", None, None)])
+
+    def json_sites(self, path):
+        """(nodeid, retention, retention_skipped) of each leaking site of
+        the JSON report at *path*."""
+        import json
+        with open(path, encoding="utf-8") as file:
+            tests = json.load(file)["tests"]
+        return [(test["nodeid"], site["retention"],
+                 site["retention_skipped"])
+                for test in tests if test["verdict"] == "leaked"
+                for site in test["report"]["sites"]]
 
     def test_cost_breakdown(self):
         self.write("test_gate.py", self.TESTS)

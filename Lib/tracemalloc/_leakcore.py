@@ -1096,8 +1096,9 @@ class LeakSite:
     were allocated at the site's line, the warm-up rounds' included.
     *retention_error* says why the search failed ("TypeError: ..."), else
     None: the report then says so under the site instead of a chain.
-    *retention_skipped*, when the search did not run for the site (the
-    pytest plugin's time budget), is the line that says so in its place.
+    *retention_skipped*, when the search did not run for the site, says
+    why ("time budget": the pytest plugin's), else None: the report then
+    says "holder search skipped: ..." in place of a chain.
     """
 
     __module__ = 'tracemalloc.leaks'
@@ -1152,6 +1153,7 @@ class LeakSite:
             "retention": (None if self.retention is None
                           else self.retention.as_dict()),
             "retention_error": self.retention_error,
+            "retention_skipped": self.retention_skipped,
         }
 
     def format(self, frames=None, chains=None):
@@ -1214,7 +1216,7 @@ class LeakSite:
                 # The search did not run for it (the pytest plugin's
                 # time budget): said, so that no chain is not taken for
                 # "no holder".
-                return [f"  {skipped}"]
+                return [f"  holder search skipped: {skipped}"]
             if self.retention_error is None:
                 return []
             # Said, not hidden: the verdict stands, the chain is unknown.

@@ -45,7 +45,7 @@ checked (...)``, whenever some test was to be checked, with what the gate
 cost (``gate: 1.6x the tests' own time``); under pytest-xdist the verdicts
 and the costs travel with the test reports, so the controller prints it.
 The search for what holds a leaking test's objects runs for the sites
-that a report shows only, once per site, within a time budget (see
+that a report shows only, for each test, within a time budget (see
 _HolderSearch).
 """
 
@@ -650,12 +650,16 @@ def _finishes_finished_fixture(finalizer, item):
 class _HolderSearch:
     """The search for what holds a leaking test's objects, for a session
     (a worker under xdist): only for the sites that a failure message or
-    the JSON report shows, once per site (the tests that leak at the same
-    line share its chains), and within a time budget.  Called by the
-    check, while tracing still holds the sites' traces."""
+    the JSON report shows, and within a time budget.  Each test's sites
+    are searched for that test: two tests that leak at the same line may
+    keep their objects in different places, so a chain found for one is
+    never shown for the other.  Called by the check, while tracing still
+    holds the sites' traces."""
 
-    SKIPPED = (f"holder search skipped: time budget (--tracemalloc-search-"
-               f"budget)")
+    # LeakSite.retention_skipped of a site past the budget: the failure
+    # message says "holder search skipped: time budget", the JSON report
+    # has it as "retention_skipped".
+    SKIPPED = "time budget"
 
     def __init__(self, config):
         self.config = config
@@ -663,9 +667,7 @@ class _HolderSearch:
         self.budget = DEFAULT_SEARCH_BUDGET if budget is None else budget
         self.spent = 0.0
         self.searched = 0           # sites searched
-        self.shared = 0             # sites given the chains of another
         self.skipped = 0            # sites past the budget
-        self.found = {}             # (domain, filename, lineno): site
 
     @classmethod
     def of(cls, config):
@@ -689,14 +691,6 @@ class _HolderSearch:
     def __call__(self, item, report):
         from time import perf_counter
         for site in self.shown_sites(item, report):
-            key = (site.domain, site.filename, site.lineno)
-            known = self.found.get(key)
-            if known is not None:
-                site.retention = known.retention
-                site.retention_error = getattr(known, "retention_error",
-                                               None)
-                self.shared += 1
-                continue
             if self.spent >= self.budget:
                 site.retention_skipped = self.SKIPPED
                 self.skipped += 1
@@ -705,7 +699,6 @@ class _HolderSearch:
             leaks._find_retention([site])
             self.spent += perf_counter() - start
             self.searched += 1
-            self.found[key] = site
 
 
 @functools.cache
