@@ -12,6 +12,7 @@ reported, each with its leaking line first, serially and under
 pytest-xdist's -n 2.
 """
 
+import functools
 import os
 import re
 import subprocess
@@ -89,6 +90,8 @@ class PytestHarness:
 
     # Extra directories for PYTHONPATH, after pytest's.
     extra_path = ()
+    # The environment of pytest's process, instead of this one's (None).
+    environment = None
 
     def setUp(self):
         super().setUp()
@@ -108,14 +111,16 @@ class PytestHarness:
         return path
 
     def run_pytest(self, *args, plugin=True, path=(), cwd=None,
-                   timeout=900):
-        """Run pytest; return (returncode, output): stdout and stderr."""
+                   timeout=900, env=None):
+        """Run pytest; return (returncode, output): stdout and stderr.
+        *env*: more environment variables."""
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                    "--color=no"]
         if plugin:
             command += ["-p", "tracemalloc.pytest_plugin"]
         command += list(args)
-        env = dict(os.environ)
+        env = dict(os.environ if self.environment is None
+                   else self.environment, **(env or {}))
         for name in ("PYTHONTRACEMALLOC", "PYTEST_ADDOPTS",
                      "PYTEST_PLUGINS", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
             env.pop(name, None)
@@ -950,10 +955,70 @@ class SessionOutputTest(PytestHarness, unittest.TestCase):
             output.index("by first leaking site"):])
 
 
+class ScreenHarnessTest(unittest.TestCase):
+    """What the screen takes for the test runner's own growth
+    (_leakcore.ScreenHarness.owns()): frames, most recent first."""
+
+    def setUp(self):
+        from tracemalloc import _leakcore
+        self.stdlib = os.path.dirname(os.__file__)
+        self.pytest = os.path.join(os.path.dirname(self.stdlib), "site",
+                                   "_pytest", "")
+        self.runner = os.path.join(self.stdlib, "tracemalloc",
+                                   "pytest_plugin.py")
+        self.test_file = os.path.join(self.stdlib, "test", "test_x.py")
+        self.make = functools.partial(
+            _leakcore.ScreenHarness, (self.pytest,), 1024, self.runner)
+        self.calls_test = [(self.pytest + "python.py", 160),
+                           (self.pytest + "runner.py", 180),
+                           (self.runner, 480),
+                           (self.pytest + "main.py", 300)]
+
+    def test_runner_only(self):
+        frames = [(self.pytest + "stash.py", 10),
+                  (os.path.join(self.stdlib, "functools.py"), 5),
+                  *self.calls_test]
+        self.assertTrue(self.make().owns(frames))
+
+    def test_the_tests_frame_under_the_runners(self):
+        # pytest.approx() called by the test: the test's.
+        frames = [(self.pytest + "python_api.py", 500),
+                  ("/home/me/test_x.py", 3), *self.calls_test]
+        self.assertFalse(self.make().owns(frames))
+        self.assertFalse(self.make(own_files={"/home/me/test_x.py"})
+                         .owns(frames))
+
+    def test_the_test_in_the_standard_library(self):
+        frames = [(self.test_file, 3), *self.calls_test]
+        self.assertFalse(self.make(own_files={self.test_file}).owns(frames))
+        # Without its file named, it would be the standard library's.
+        self.assertTrue(self.make().owns(frames))
+
+    def test_cut_before_the_runner(self):
+        # The traceback limit cut it, or another thread made it: what
+        # called it is not known.
+        frames = [(self.pytest + "stash.py", 10),
+                  (self.pytest + "python.py", 160)]
+        self.assertFalse(self.make().owns(frames))
+        self.assertFalse(self.make().owns([]))
+
+    def test_no_harness(self):
+        from tracemalloc import _leakcore
+        frames = [(self.pytest + "stash.py", 10), *self.calls_test]
+        self.assertFalse(_leakcore.ScreenHarness().owns(frames))
+
+
 class CheapGateTest(PytestHarness, unittest.TestCase):
     """The gate's cost: the screen, the bounded holder search, the cost in
     the session line, and what each of them must not change in the
     verdicts."""
+
+    # A fixed environment: pytest writes PYTEST_CURRENT_TEST in
+    # os.environ three times a run, and the run in which its table is
+    # rebuilt (a step of about 2 KB, pytest's, over the screen's slack
+    # for the harness, so that test runs the whole rounds) depends on how
+    # many variables the environment holds.
+    environment = {"PATH": os.defpath, "LC_ALL": "C.UTF-8"}
 
     TESTS = """\
         import pytest
@@ -1092,6 +1157,77 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
                  site["retention_skipped"])
                 for test in tests if test["verdict"] == "leaked"
                 for site in test["report"]["sites"]]
+
+    def test_harness_slack_is_not_for_the_tests_code(self):
+        # What a test keeps of pytest's own API (pytest.approx, marks) is
+        # allocated in pytest's code, under the test's frame: the test's,
+        # not the harness's, however small.
+        self.write("test_gate.py", """\
+            import pytest
+
+            _expected = []
+            _marks = []
+
+            def test_uses_approx():
+                assert 0.3 == pytest.approx(0.1 + 0.2)
+
+            def test_keeps_approx():
+                _expected.append(pytest.approx(0.1 + 0.2))
+                assert 0.3 == _expected[-1]
+
+            def test_keeps_marks():
+                _marks.append(pytest.mark.slow)
+            """)
+        returncode, output, verdicts = self.run_json()
+        self.assertEqual(returncode, 1, output)
+        self.assertEqual(verdicts["test_uses_approx"][0], "checked", output)
+        self.assertEqual(verdicts["test_keeps_approx"][0], "leaked", output)
+        self.assertEqual(verdicts["test_keeps_marks"][0], "leaked", output)
+
+    def test_test_file_in_the_standard_library_directory(self):
+        # CPython's own tests lie in the standard library's directory: a
+        # leak of theirs is theirs, not the harness's, though every frame
+        # of the test is under that directory.  The interpreter runs with
+        # a home of links to its standard library, the test file in a
+        # directory of that home.
+        import glob
+        home = os.path.join(self.directory, "home")
+        stdlib = os.path.dirname(os.__file__)
+        lib = os.path.join(home, "lib", os.path.basename(stdlib))
+        if not os.path.basename(stdlib).startswith("python"):
+            # A build tree: its Lib, and its build directory of
+            # extension modules and _sysconfigdata as lib-dynload.
+            lib = os.path.join(home, "lib",
+                               f"python{sys.version_info[0]}."
+                               f"{sys.version_info[1]}")
+        os.makedirs(lib)
+        for name in os.listdir(stdlib):
+            os.symlink(os.path.join(stdlib, name), os.path.join(lib, name))
+        if not os.path.exists(os.path.join(lib, "lib-dynload")):
+            built = [entry for entry in sys.path
+                     if glob.glob(os.path.join(entry, "_sysconfigdata*"))]
+            self.assertTrue(built, sys.path)
+            os.symlink(built[0], os.path.join(lib, "lib-dynload"))
+        tests = os.path.join(lib, "tm_stdlib_tests")
+        os.mkdir(tests)
+        with open(os.path.join(tests, "test_in_stdlib.py"), "w",
+                  encoding="utf-8") as file:
+            file.write(textwrap.dedent("""\
+                _kept = []
+
+                def test_leaks_every_call():
+                    _kept.append(bytearray(300))
+
+                def test_clean():
+                    bytearray(300)
+                """))
+        returncode, output = self.run_pytest(
+            "--tracemalloc-leaks", "-rA", "test_in_stdlib.py", cwd=tests,
+            env={"PYTHONHOME": home})
+        self.assertIn("FAILED test_in_stdlib.py::test_leaks_every_call",
+                      output)
+        self.assertIn("PASSED test_in_stdlib.py::test_clean", output)
+        self.assertRegex(output, r"test_in_stdlib\.py:4: size=")
 
     def test_cost_breakdown(self):
         self.write("test_gate.py", self.TESTS)

@@ -414,7 +414,7 @@ class LeakCheck:
                     and index == self.warmup - 1):
                 # The end of the warm-up, measured from before it.
                 grew = (not recorder.record(self._ownership)
-                        or bool(recorder.grown(self._screen_harness[0],
+                        or bool(recorder.grown(self._screen_harness,
                                                float('inf'))))
                 self._warmup_grew = grew
                 recorder.rebase()
@@ -458,7 +458,7 @@ class LeakCheck:
         that grew nothing after a warm-up that grew (a cache filled on the
         first call, or a leak on every other call whose measured call was
         one without) gets one more measured round first."""
-        if recorder.grown(*self._screen_harness):
+        if recorder.grown(self._screen_harness):
             return                      # the whole rounds
         if (self._warmup_grew and self._screen_at == self.screen
                 and self._screen_at + 1 < self.rounds):
@@ -486,11 +486,10 @@ class LeakCheck:
             gc.freeze()
             self._froze = True
 
-    # (directories, bytes): the growth of sites that only a test runner's
-    # own code (under the directories) grew, up to the bytes, does not
-    # fail the screen (see _leakcore.LiveRecorder.grown()); the pytest
-    # plugin's.
-    _screen_harness = ((), 0)
+    # What the screen takes for a test runner's own growth, which does
+    # not fail it up to some bytes (_leakcore.ScreenHarness; the pytest
+    # plugin's): none here.
+    _screen_harness = _leakcore.ScreenHarness()
 
     # (filename, lineno) -> the location that ignore patterns match: the
     # one the report shows (the pytest plugin names a doctest's example

@@ -76,9 +76,18 @@ OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
 DEFAULT_SCREEN = 1
 # What pytest's own structures may grow by when a test runs again (its
 # item's stash rebuilds its dict once, its fixtures' cached values), in
-# bytes, without failing the screen: growth at sites that only pytest's,
-# pluggy's and this package's code grew (see _leakcore.LiveRecorder.grown()).
+# bytes, without failing the screen: growth whose tracebacks have only
+# pytest's, pluggy's, this package's and the standard library's frames
+# between the plugin's frame that runs the round and the allocation, none
+# of the test's own file (see _leakcore.ScreenHarness).
 SCREEN_HARNESS_SLACK = 1024
+# The frames that a screened test's traces keep past the plugin's frame
+# that runs its rounds (more than --tracemalloc-nframe when that is
+# fewer): what pytest allocates when it runs a test again (its fixtures',
+# such as tmp_path's, through importlib and pathlib) lies up to about 40
+# frames deeper, and a traceback cut before the plugin's frame is taken
+# for the test's (see _leakcore.ScreenHarness).
+SCREEN_FRAMES = 64
 # Seconds of holder search ("held by:" lines) per pytest run (per worker
 # under xdist); past them, a leak's failure message says the search was
 # skipped.
@@ -711,6 +720,31 @@ def _screen_harness_directories():
                  for module in (_pytest, pluggy, leaks))
 
 
+def _stack_depth():
+    """How many frames the caller's stack has."""
+    depth = 0
+    frame = sys._getframe(1)
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+def _own_files(item):
+    """The files of *item*'s own code, for the screen: its module's (a
+    test in the standard library's directory, as CPython's Lib/test, is
+    still the test's) and that of its function's code when it is another
+    (a test method inherited from a base class)."""
+    files = set()
+    path = getattr(item, "path", None) or getattr(item, "fspath", None)
+    if path is not None:
+        files.add(os.fspath(path))
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    if code is not None:
+        files.add(code.co_filename)
+    return files
+
+
 def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
@@ -724,8 +758,16 @@ def _run_checked(item, nextitem, options):
     # Ignore patterns match the location that the report shows (a
     # doctest's example by its file and line).
     check._locate = functools.partial(_located, item)
-    check._screen_harness = (_screen_harness_directories(),
-                             SCREEN_HARNESS_SLACK)
+    if check.screen:
+        check._screen_harness = _leakcore.ScreenHarness(
+            _screen_harness_directories(), SCREEN_HARNESS_SLACK,
+            runner=__file__, own_files=_own_files(item))
+        # The screen takes a growth for pytest's only when its traceback
+        # reaches this frame (see _leakcore.ScreenHarness): the traces
+        # must be that deep, and SCREEN_FRAMES deeper than it.
+        check.nframe = min(max(check.nframe,
+                               _stack_depth() + SCREEN_FRAMES),
+                           leaks.MAX_NFRAME)
     state = _RoundState(item)
     caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
