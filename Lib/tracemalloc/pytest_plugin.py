@@ -231,8 +231,10 @@ def pytest_addoption(parser):
              f"{leaks.DEFAULT_THRESHOLD})")
     group.addoption(
         "--tracemalloc-nframe", type=_nframe, default=None, metavar="N",
-        help=f"frames per traceback when the check starts tracing "
-             f"(default: {leaks.DEFAULT_NFRAME})")
+        help=f"frames per traceback when the check starts tracing; a "
+             f"screened test's traces keep at least {SCREEN_FRAMES} "
+             f"frames past the plugin's own (default: "
+             f"{leaks.DEFAULT_NFRAME})")
     group.addoption(
         "--tracemalloc-max-reports", type=int, default=MAX_REPORTS,
         metavar="N",

@@ -10,7 +10,9 @@ the screen's measured rounds (one more when the warm-up grew; when
 nothing grew in them, the check ends: clean), then the rest of the
 *rounds*, and *extend* more when the site is suspect after them (the
 verdict then confirms with rule 6).  Prints the
-share of checks that call the site clean, per *p* and per screen.  A
+share of checks that call the site clean, per *p* and per screen, the
+phases of a leak every k-th call that are missed, and whether a leak
+that starts at the k-th call is found.  A
 simulation of the rules, not of the engine: it asserts nothing.
 """
 
@@ -22,10 +24,11 @@ from tracemalloc import _leakcore, leaks
 SIZE = 4000
 
 
-def verdict(grow, *, warmup, rounds, extend, screen):
+def verdict(grow, *, warmup, rounds, extend, screen, first_fills=False):
     """Whether the check finds the leak; *grow*() says whether the next
-    call leaks."""
-    warmup_grew = False
+    call leaks.  *first_fills*: the first call also grows something that
+    does not leak (a cache filled once), so the warm-up grew."""
+    warmup_grew = first_fills
     for _ in range(warmup):
         warmup_grew |= grow()
     sizes, counts = [], []
@@ -97,6 +100,30 @@ def main():
                     extend=leaks.DEFAULT_EXTEND, screen=screen)
             cells.append(f"{missed} of {period}")
         print(f"| {period} | " + " | ".join(cells) + " |")
+    # A leak that starts late: on every call (or every other call) from
+    # the k-th on, with and without a first call that fills a cache.
+    print()
+    print("| leak from call k on | no screen | screen 1 | screen 2 | "
+          "screen 1, first call fills a cache | screen 2, first call "
+          "fills a cache |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for every in (1, 2):
+        for start in range(2, 7):
+            cells = []
+            for screen, fills in ((0, False), (1, False), (2, False),
+                                  (1, True), (2, True)):
+                calls = iter(range(1, 10**6))
+                found = verdict(
+                    lambda: (lambda call: call >= start
+                             and (call - start) % every == 0)(next(calls)),
+                    warmup=leaks.DEFAULT_WARMUP,
+                    rounds=leaks.DEFAULT_ROUNDS,
+                    extend=leaks.DEFAULT_EXTEND, screen=screen,
+                    first_fills=fills)
+                cells.append("found" if found else "missed")
+            kind = "every call" if every == 1 else "every other call"
+            print(f"| {kind} from call {start} | " + " | ".join(cells)
+                  + " |")
     print(f"\n{args.draws} draws per cell, seed {args.seed}; warmup "
           f"{leaks.DEFAULT_WARMUP}, rounds {leaks.DEFAULT_ROUNDS}, extend "
           f"{leaks.DEFAULT_EXTEND}")
