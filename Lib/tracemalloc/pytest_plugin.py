@@ -763,7 +763,8 @@ def _run_checked(item, nextitem, options):
     if check.screen:
         check._screen_harness = _leakcore.ScreenHarness(
             _screen_harness_directories(), SCREEN_HARNESS_SLACK,
-            runner=__file__, own_files=_own_files(item))
+            runner=_run_round.__code__.co_filename,
+            own_files=_own_files(item))
         # The screen takes a growth for pytest's only when its traceback
         # reaches this frame (see _leakcore.ScreenHarness): the traces
         # must be that deep, and SCREEN_FRAMES deeper than it.
