@@ -955,59 +955,6 @@ class SessionOutputTest(PytestHarness, unittest.TestCase):
             output.index("by first leaking site"):])
 
 
-class ScreenHarnessTest(unittest.TestCase):
-    """What the screen takes for the test runner's own growth
-    (_leakcore.ScreenHarness.owns()): frames, most recent first."""
-
-    def setUp(self):
-        from tracemalloc import _leakcore
-        self.stdlib = os.path.dirname(os.__file__)
-        self.pytest = os.path.join(os.path.dirname(self.stdlib), "site",
-                                   "_pytest", "")
-        self.runner = os.path.join(self.stdlib, "tracemalloc",
-                                   "pytest_plugin.py")
-        self.test_file = os.path.join(self.stdlib, "test", "test_x.py")
-        self.make = functools.partial(
-            _leakcore.ScreenHarness, (self.pytest,), 1024, self.runner)
-        self.calls_test = [(self.pytest + "python.py", 160),
-                           (self.pytest + "runner.py", 180),
-                           (self.runner, 480),
-                           (self.pytest + "main.py", 300)]
-
-    def test_runner_only(self):
-        frames = [(self.pytest + "stash.py", 10),
-                  (os.path.join(self.stdlib, "functools.py"), 5),
-                  *self.calls_test]
-        self.assertTrue(self.make().owns(frames))
-
-    def test_the_tests_frame_under_the_runners(self):
-        # pytest.approx() called by the test: the test's.
-        frames = [(self.pytest + "python_api.py", 500),
-                  ("/home/me/test_x.py", 3), *self.calls_test]
-        self.assertFalse(self.make().owns(frames))
-        self.assertFalse(self.make(own_files={"/home/me/test_x.py"})
-                         .owns(frames))
-
-    def test_the_test_in_the_standard_library(self):
-        frames = [(self.test_file, 3), *self.calls_test]
-        self.assertFalse(self.make(own_files={self.test_file}).owns(frames))
-        # Without its file named, it would be the standard library's.
-        self.assertTrue(self.make().owns(frames))
-
-    def test_cut_before_the_runner(self):
-        # The traceback limit cut it, or another thread made it: what
-        # called it is not known.
-        frames = [(self.pytest + "stash.py", 10),
-                  (self.pytest + "python.py", 160)]
-        self.assertFalse(self.make().owns(frames))
-        self.assertFalse(self.make().owns([]))
-
-    def test_no_harness(self):
-        from tracemalloc import _leakcore
-        frames = [(self.pytest + "stash.py", 10), *self.calls_test]
-        self.assertFalse(_leakcore.ScreenHarness().owns(frames))
-
-
 class CheapGateTest(PytestHarness, unittest.TestCase):
     """The gate's cost: the screen, the bounded holder search, the cost in
     the session line, and what each of them must not change in the
@@ -1015,9 +962,9 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
 
     # A fixed environment: pytest writes PYTEST_CURRENT_TEST in
     # os.environ three times a run, and the run in which its table is
-    # rebuilt (a step of about 2 KB, pytest's, over the screen's slack
-    # for the harness, so that test runs the whole rounds) depends on how
-    # many variables the environment holds.
+    # rebuilt (a step of about 2 KB, once in a session: that test fails
+    # the screen and runs the whole rounds) depends on how many variables
+    # the environment holds.
     environment = {"PATH": os.defpath, "LC_ALL": "C.UTF-8"}
 
     TESTS = """\
@@ -1070,11 +1017,15 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.write("test_gate.py", self.TESTS)
         returncode, output, verdicts = self.run_json()
         self.assertEqual(returncode, 1, output)
-        # Nothing of a clean test grew after its first run: one more run,
-        # and it passes.  A leaking test runs the whole rounds, 1 + 4 + 8.
-        self.assertEqual(verdicts["test_clean"], ("checked", 2), output)
-        self.assertEqual(verdicts["test_clean_fixture"], ("checked", 2),
-                         output)
+        # Nothing of a clean test grew after its first run, which grew
+        # (pytest's own first steps for the item): two more runs, and it
+        # passes.  A leaking test runs the whole rounds, 1 + 4 + 8.
+        self.assertEqual(verdicts["test_clean"], ("checked", 3), output)
+        # pytest's function-scoped fixtures may make a step of pytest's
+        # own in a later run (a new list of finalizers when one
+        # finishes), which no rule excuses: then the whole rounds.
+        self.assertIn(verdicts["test_clean_fixture"],
+                      [("checked", 3), ("checked", 5)], output)
         for name in ("test_leak_a", "test_leak_b", "test_even_calls"):
             self.assertEqual(verdicts[name], ("leaked", 13), output)
         # A leak on every other call whose first measured run is one
@@ -1084,7 +1035,7 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
 
         # Two measured runs in the screen: caught in either phase.
         returncode, output, verdicts = self.run_json("--tracemalloc-screen=2")
-        self.assertEqual(verdicts["test_clean"], ("checked", 3), output)
+        self.assertEqual(verdicts["test_clean"], ("checked", 4), output)
         self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
         self.assertEqual(verdicts["test_even_calls"], ("leaked", 13), output)
 
@@ -1185,15 +1136,17 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
 
     def test_screen_misses_late_leaks(self):
         # The screen's stated limit (the docs' "The screen"): a leak that
-        # first grows after the screen's runs (the 3rd call, the 4th when
-        # the first call grew code of the test) passes it; without the
-        # screen the rounds see it.
+        # first grows after the screen's runs passes it; without the
+        # screen the rounds see it.  Under pytest the first run of a test
+        # always grows something (pytest's own first steps for the item),
+        # so the screen of 1 measures the 2nd and the 3rd call: a leak
+        # from the 4th call on passes it.
         self.write("test_gate.py", self.LATE_LEAKS)
         returncode, output, verdicts = self.run_json()
-        self.assertEqual(returncode, 0, output)
+        self.assertEqual(returncode, 1, output)
         self.assertEqual(verdicts, {
-            "test_leak_from_third_call": ("checked", 2),
-            "test_every_other_call_from_third": ("checked", 2),
+            "test_leak_from_third_call": ("leaked", 13),
+            "test_every_other_call_from_third": ("leaked", 13),
             "test_leak_from_fourth_call_after_cache_fill": ("checked", 3)},
             output)
         returncode, output, verdicts = self.run_json("--tracemalloc-screen=0")
@@ -1214,7 +1167,84 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
             verdicts["test_leak_from_fourth_call_after_cache_fill"],
             ("leaked", 13), output)
 
-    def test_harness_slack_is_not_for_the_tests_code(self):
+    def test_leaks_made_by_the_runners_code(self):
+        # A leak whose every allocation has only pytest's, unittest's or
+        # the standard library's frames, because the test registered a
+        # builtin that the runner calls (a finalizer, a cleanup, a
+        # weakref.finalize callback that the check's collection runs), is
+        # the test's: no runner's growth is excused by the screen.
+        self.write("test_gate.py", """\
+            import functools
+            import unittest
+            import weakref
+
+            _kept = []
+            _next = [10**6]
+
+            def _numbers():
+                start = _next[0]
+                _next[0] += 10
+                return range(start, start + 10)
+
+            def test_finalizer_keeps(request):
+                request.addfinalizer(
+                    functools.partial(_kept.extend, _numbers()))
+
+            class T(unittest.TestCase):
+                def test_cleanup_keeps(self):
+                    self.addCleanup(_kept.extend, _numbers())
+
+            class Node:
+                pass
+
+            def test_weakref_finalize_keeps():
+                node = Node()
+                node.self = node        # freed by the check's collection
+                weakref.finalize(node, _kept.extend, _numbers())
+            """)
+        returncode, output, verdicts = self.run_json()
+        self.assertEqual(returncode, 1, output)
+        for name in ("test_finalizer_keeps", "T::test_cleanup_keeps",
+                     "test_weakref_finalize_keeps"):
+            self.assertEqual(verdicts[name], ("leaked", 13), output)
+
+    def test_pytests_own_steps_are_not_leaks(self):
+        # What a test adds to its item (a marker, a stash entry) and
+        # pytest's per-item state are put back before each round: a
+        # clean test that uses them passes the screen, whatever the order.
+        self.write("test_gate.py", """\
+            import pytest
+
+            _key = pytest.StashKey()
+
+            def test_add_marker(request):
+                request.node.add_marker(pytest.mark.foo)
+
+            def test_applymarker(request):
+                request.applymarker(pytest.mark.bar("x" * 100))
+
+            def test_stash(request):
+                request.node.stash[_key] = "y" * 100
+
+            def test_caplog(caplog):
+                caplog.set_level(10)
+
+            def test_plain():
+                pass
+            """)
+        returncode, output, verdicts = self.run_json()
+        self.assertEqual(returncode, 0, output)
+        for name in ("test_add_marker", "test_applymarker", "test_stash",
+                     "test_caplog", "test_plain"):
+            verdict, runs = verdicts[name]
+            self.assertEqual(verdict, "checked", output)
+        # os.environ's table, which pytest's PYTEST_CURRENT_TEST makes
+        # rebuild once in a session, is the only step that may send a
+        # clean test to the whole rounds.
+        self.assertLessEqual(
+            sum(runs > 3 for _, runs in verdicts.values()), 1, output)
+
+    def test_what_the_test_keeps_of_pytests_api(self):
         # What a test keeps of pytest's own API (pytest.approx, marks) is
         # allocated in pytest's code, under the test's frame: the test's,
         # not the harness's, however small.
@@ -1277,9 +1307,33 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
                 def test_clean():
                     bytearray(300)
                 """))
+        # A base class's setUp in a helper module beside the test file
+        # (as Lib/test's mixins): its leak is the test's too.
+        with open(os.path.join(tests, "tm_stdlib_helpers.py"), "w",
+                  encoding="utf-8") as file:
+            file.write(textwrap.dedent("""\
+                import unittest
+
+                _kept = []
+
+                class ResourceMixin(unittest.TestCase):
+                    def setUp(self):
+                        _kept.append(bytearray(200))
+                """))
+        with open(os.path.join(tests, "test_mixin_in_stdlib.py"), "w",
+                  encoding="utf-8") as file:
+            file.write(textwrap.dedent("""\
+                from tm_stdlib_helpers import ResourceMixin
+
+                class T(ResourceMixin):
+                    def test_uses_resource(self):
+                        pass
+                """))
         returncode, output = self.run_pytest(
-            "--tracemalloc-leaks", "-rA", "test_in_stdlib.py", cwd=tests,
-            env={"PYTHONHOME": home})
+            "--tracemalloc-leaks", "-rA", "test_in_stdlib.py",
+            "test_mixin_in_stdlib.py", cwd=tests, env={"PYTHONHOME": home})
+        self.assertIn("FAILED test_mixin_in_stdlib.py::T::test_uses_resource",
+                      output)
         self.assertIn("FAILED test_in_stdlib.py::test_leaks_every_call",
                       output)
         self.assertIn("PASSED test_in_stdlib.py::test_clean", output)

@@ -840,80 +840,6 @@ def live_totals_available():
     return hasattr(_tracemalloc, '_live_totals_diff')
 
 
-_STANDARD_LIBRARY = None
-
-
-def _standard_library():
-    """(the standard library's directory, the directories of installed
-    packages under it), each ending with a separator."""
-    global _STANDARD_LIBRARY
-    if _STANDARD_LIBRARY is None:
-        import sysconfig
-        paths = sysconfig.get_paths()
-        # Where the standard library is loaded from (a build tree's Lib
-        # directory too), not where sysconfig would install it.
-        _STANDARD_LIBRARY = (
-            os.path.join(os.path.dirname(os.__file__), ''),
-            tuple(os.path.join(paths[name], '')
-                  for name in ("purelib", "platlib") if name in paths))
-    return _STANDARD_LIBRARY
-
-
-class ScreenHarness:
-    """What the screen (LeakCheck's *screen*) takes for a test runner's
-    own growth, which does not fail the screen up to *slack* bytes (see
-    LiveRecorder.grown()).
-
-    *directories*: the runner's code (pytest's, pluggy's, this
-    package's), each ending with a separator.  *runner*: the file whose
-    frame runs each round of the test (the pytest plugin's); the frames
-    older than it are the runner's start (its main loop, pytest-xdist's
-    worker), never the test's.  *own_files*: the test's own files (its
-    module), which are the test's wherever they lie, in the standard
-    library's directory too (CPython's Lib/test).
-    """
-
-    __slots__ = ('directories', 'slack', 'runner', 'own_files')
-
-    def __init__(self, directories=(), slack=0, runner=None, own_files=()):
-        self.directories = tuple(directories)
-        self.slack = slack
-        self.runner = runner
-        self.own_files = frozenset(own_files)
-
-    def owns(self, frames):
-        """Whether the traceback *frames* (most recent first) is the
-        runner's alone: every frame more recent than the *runner*'s is
-        under one of the *directories* or in the standard library, and
-        none is in *own_files*.  A traceback that does not reach the
-        runner's frame (cut by the traceback limit, or made in another
-        thread) is not the runner's: what called it is not known, and it
-        may be the test.  So is one with a native frame."""
-        if not self.directories:
-            return False
-        directories = self.directories
-        runner = self.runner
-        own_files = self.own_files
-        stdlib, installed = _standard_library()
-        for frame in frames:
-            if len(frame) != 2:
-                return False        # a native frame: not the runner's
-            filename = frame[0]
-            if filename in own_files:
-                return False
-            if filename == runner:
-                return True         # reached the round's runner
-            if filename.startswith(directories):
-                continue
-            if filename.startswith('<frozen '):
-                continue
-            if filename.startswith(stdlib) and not filename.startswith(
-                    installed):
-                continue
-            return False            # the test's code, or what it calls
-        return False
-
-
 class LiveRecorder:
     """The growth of each traceback over the rounds of a check, read from
     the engine's live totals per call context.
@@ -1017,43 +943,19 @@ class LiveRecorder:
         self._round_counts = []
         self._measured = 0
 
-    def grown(self, harness=None, slack=None):
+    def grown(self):
         """The sites (file, line) of the workload whose memory grew, in
         bytes or in blocks, over the measured rounds: the screen's test
         (LeakCheck's *screen*).  A site, not a traceback: a dict whose
         table a rerun rebuilds through another call path moves its bytes
         from one traceback of its line to another, and grew in none.
-
-        With *harness* (a ScreenHarness), the growth of the sites that
-        grew only through tracebacks that are the test runner's alone
-        (ScreenHarness.owns()) counts only when it adds up to more than
-        *slack* bytes (None: the harness's): a test runner's structures
-        make small steps when a test runs again (pytest's stash of the
-        item rebuilds its dict once), which are no leak.  Only the
-        contexts that changed are kept: a few entries."""
-        tracebacks, sites = self._series()
-        grown = [site for site, (sizes, counts) in sites.items()
-                 if sum(sizes) > 0 or sum(counts) > 0]
-        if harness is None or not harness.directories or not grown:
-            return grown
-        if slack is None:
-            slack = harness.slack
-        own = set()             # grew through code not the harness's
-        for (domain, frames), (sizes, counts) in tracebacks.items():
-            if sum(sizes) <= 0 and sum(counts) <= 0:
-                continue
-            if not harness.owns(frames):
-                own.add(_site_of(frames))
-        result = []
-        harness_growth = 0
-        for site in grown:
-            if site in own:
-                result.append(site)
-            else:
-                harness_growth += max(sum(sites[site][0]), 0)
-        if harness_growth > slack:
-            return grown
-        return result
+        Every growth counts, whoever's code made it: a test's leak may
+        be allocated by its runner's code alone (a builtin that the test
+        registers as a finalizer), so no runner's growth is excused.
+        Only the contexts that changed are kept: a few entries."""
+        _, sites = self._series()
+        return [site for site, (sizes, counts) in sites.items()
+                if sum(sizes) > 0 or sum(counts) > 0]
 
     def suspects(self, threshold):
         """The sites (and sites through one of their tracebacks) whose

@@ -340,8 +340,8 @@ class LeakCheck:
         self.timings = {}
         self._base_index = -1
         self._target = self.rounds
-        # The screen's measured rounds: one more when code that is not
-        # the harness's grew during the warm-up (see _end_screen()).
+        # The screen's measured rounds: one more when something of the
+        # workload grew during the warm-up (see _end_screen()).
         self._screen_at = self.screen
         self._warmup_grew = None
         if not tracemalloc.is_tracing():
@@ -414,8 +414,7 @@ class LeakCheck:
                     and index == self.warmup - 1):
                 # The end of the warm-up, measured from before it.
                 grew = (not recorder.record(self._ownership)
-                        or bool(recorder.grown(self._screen_harness,
-                                               float('inf'))))
+                        or bool(recorder.grown()))
                 self._warmup_grew = grew
                 recorder.rebase()
             elif isinstance(recorder, _leakcore.LiveRecorder):
@@ -458,7 +457,7 @@ class LeakCheck:
         that grew nothing after a warm-up that grew (a cache filled on the
         first call, or a leak on every other call whose measured call was
         one without) gets one more measured round first."""
-        if recorder.grown(self._screen_harness):
+        if recorder.grown():
             return                      # the whole rounds
         if (self._warmup_grew and self._screen_at == self.screen
                 and self._screen_at + 1 < self.rounds):
@@ -485,11 +484,6 @@ class LeakCheck:
         if self.freeze and gc.get_freeze_count() == 0:
             gc.freeze()
             self._froze = True
-
-    # What the screen takes for a test runner's own growth, which does
-    # not fail it up to some bytes (_leakcore.ScreenHarness; the pytest
-    # plugin's): none here.
-    _screen_harness = _leakcore.ScreenHarness()
 
     # (filename, lineno) -> the location that ignore patterns match: the
     # one the report shows (the pytest plugin names a doctest's example
@@ -536,8 +530,7 @@ class LeakCheck:
                            extended=self.extend if self.extended else 0)
         report = self._recorder.report(**options)
         if self.screened:
-            # The screen found no growth but the harness's small steps
-            # (see _screen_harness), which one round cannot judge: clean.
+            # No site of the workload grew in the screen's runs: clean.
             report.sites = []
         if self.ignore:
             kept = []

@@ -74,20 +74,6 @@ OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
 # (the warm-up) and this many measured runs, a test in which nothing grew
 # passes; the others run the whole rounds.  0: no screen.
 DEFAULT_SCREEN = 1
-# What pytest's own structures may grow by when a test runs again (its
-# item's stash rebuilds its dict once, its fixtures' cached values), in
-# bytes, without failing the screen: growth whose tracebacks have only
-# pytest's, pluggy's, this package's and the standard library's frames
-# between the plugin's frame that runs the round and the allocation, none
-# of the test's own file (see _leakcore.ScreenHarness).
-SCREEN_HARNESS_SLACK = 1024
-# The frames that a screened test's traces keep past the plugin's frame
-# that runs its rounds (more than --tracemalloc-nframe when that is
-# fewer): what pytest allocates when it runs a test again (its fixtures',
-# such as tmp_path's, through importlib and pathlib) lies up to about 40
-# frames deeper, and a traceback cut before the plugin's frame is taken
-# for the test's (see _leakcore.ScreenHarness).
-SCREEN_FRAMES = 64
 # Seconds of holder search ("held by:" lines) per pytest run (per worker
 # under xdist); past them, a leak's failure message says the search was
 # skipped.
@@ -231,10 +217,8 @@ def pytest_addoption(parser):
              f"{leaks.DEFAULT_THRESHOLD})")
     group.addoption(
         "--tracemalloc-nframe", type=_nframe, default=None, metavar="N",
-        help=f"frames per traceback when the check starts tracing; a "
-             f"screened test's traces keep at least {SCREEN_FRAMES} "
-             f"frames past the plugin's own (default: "
-             f"{leaks.DEFAULT_NFRAME})")
+        help=f"frames per traceback when the check starts tracing "
+             f"(default: {leaks.DEFAULT_NFRAME})")
     group.addoption(
         "--tracemalloc-max-reports", type=int, default=MAX_REPORTS,
         metavar="N",
@@ -547,12 +531,29 @@ def _run_once(item, nextitem, keep_wider):
     return reports
 
 
+def _rebuild(table):
+    """Give the dict *table* a new table with the same entries, in the
+    same order, so that the deleted keys' slots no longer count towards
+    its next resize.  The entries stay what they were: growth of the
+    test's in them is still seen."""
+    entries = list(table.items())
+    table.clear()
+    table.update(entries)
+
+
 class _RoundState:
     """What a test run leaves on its item, put back before the next round:
     a rerun starts from what the first run saw.
 
     * the item's captured output and user properties (record_property),
       which pytest only ever appends to;
+    * the item's markers and keywords, which a test adds to with
+      request.node.add_marker() (request.applymarker()): kept, each
+      round's would be growth in every round;
+    * the item's stash (pytest's per-item store: caplog's records, the
+      xfail evaluation...), whose keys pytest sets and deletes in every
+      run: put back as a new dict, or the deleted keys' slots would make
+      its table grow again in some later run, a step that is no leak;
     * a doctest's namespace, which the doctest runner empties when the
       examples are done (pytest then fills it again from a copy of the
       module's namespace made at collection).
@@ -561,14 +562,59 @@ class _RoundState:
     def __init__(self, item):
         self.item = item
         self.user_properties = list(getattr(item, "user_properties", ()))
+        markers = getattr(item, "own_markers", None)
+        self.markers = list(markers) if isinstance(markers, list) else None
+        # NodeKeywords keeps the item's own keywords in a dict, and looks
+        # up its parent's for the others.
+        keywords = getattr(getattr(item, "keywords", None), "_markers", None)
+        self.keywords = (dict(keywords) if isinstance(keywords, dict)
+                         else None)
+        self.stash = self._stash_storage(item)
+        if self.stash is not None:
+            self.stash = dict(self.stash)
         dtest = getattr(item, "dtest", None)
         globs = getattr(dtest, "globs", None)
         self.globs = dict(globs) if isinstance(globs, dict) else None
+
+    @staticmethod
+    def _stash_storage(item):
+        storage = getattr(getattr(item, "stash", None), "_storage", None)
+        return storage if isinstance(storage, dict) else None
 
     def restore(self):
         item = self.item
         if hasattr(item, "user_properties"):
             item.user_properties[:] = self.user_properties
+        if self.markers is not None:
+            item.own_markers[:] = self.markers
+        if self.stash is not None:
+            storage = self._stash_storage(item)
+            storage.clear()
+            storage.update(self.stash)
+        # pytest's stack of the nodes set up, which each run pushes the
+        # item on and pops it off: rebuilt with the same entries (see
+        # _rebuild()), so that every run starts from the same table, not
+        # one whose deleted slots make it grow in some later run: a step
+        # that is no leak, and would fail the screen.
+        _rebuild(item.session._setupstate.stack)
+        # pytest's log capture keeps the records of the last phase run
+        # (a list that each phase replaces): emptied as each phase would,
+        # so that every run replaces the same lists.
+        logging_plugin = item.config.pluginmanager.get_plugin(
+            "logging-plugin")
+        for name in ("caplog_handler", "report_handler"):
+            handler = getattr(logging_plugin, name, None)
+            if callable(getattr(handler, "reset", None)):
+                handler.reset()
+        # os.environ's, in which pytest sets and deletes
+        # PYTEST_CURRENT_TEST in every run, likewise.
+        data = getattr(os.environ, "_data", None)
+        if type(data) is dict:
+            _rebuild(data)
+        if self.keywords is not None:
+            keywords = item.keywords._markers
+            keywords.clear()
+            keywords.update(self.keywords)
         sections = getattr(item, "_report_sections", None)
         if sections is not None:
             sections.clear()
@@ -712,41 +758,6 @@ class _HolderSearch:
             self.searched += 1
 
 
-@functools.cache
-def _screen_harness_directories():
-    """The directories whose code is the harness for the screen: pytest's,
-    pluggy's and this package's, each ending with a separator."""
-    import pluggy
-    import _pytest
-    return tuple(os.path.join(os.path.dirname(module.__file__), "")
-                 for module in (_pytest, pluggy, leaks))
-
-
-def _stack_depth():
-    """How many frames the caller's stack has."""
-    depth = 0
-    frame = sys._getframe(1)
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back
-    return depth
-
-
-def _own_files(item):
-    """The files of *item*'s own code, for the screen: its module's (a
-    test in the standard library's directory, as CPython's Lib/test, is
-    still the test's) and that of its function's code when it is another
-    (a test method inherited from a base class)."""
-    files = set()
-    path = getattr(item, "path", None) or getattr(item, "fspath", None)
-    if path is not None:
-        files.add(os.fspath(path))
-    code = getattr(getattr(item, "function", None), "__code__", None)
-    if code is not None:
-        files.add(code.co_filename)
-    return files
-
-
 def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
@@ -760,17 +771,6 @@ def _run_checked(item, nextitem, options):
     # Ignore patterns match the location that the report shows (a
     # doctest's example by its file and line).
     check._locate = functools.partial(_located, item)
-    if check.screen:
-        check._screen_harness = _leakcore.ScreenHarness(
-            _screen_harness_directories(), SCREEN_HARNESS_SLACK,
-            runner=_run_round.__code__.co_filename,
-            own_files=_own_files(item))
-        # The screen takes a growth for pytest's only when its traceback
-        # reaches this frame (see _leakcore.ScreenHarness): the traces
-        # must be that deep, and SCREEN_FRAMES deeper than it.
-        check.nframe = min(max(check.nframe,
-                               _stack_depth() + SCREEN_FRAMES),
-                           leaks.MAX_NFRAME)
     state = _RoundState(item)
     caught = []             # the warnings of the last round
     counts = _finalizer_counts(item)
@@ -781,8 +781,8 @@ def _run_checked(item, nextitem, options):
     rounds = iter(check)
     try:
         for index in rounds:
-            if index:
-                state.restore()
+            # Every round starts from the same state, the first too.
+            state.restore()
             start = perf_counter()
             reports = _run_round(item, nextitem, False, checked=True,
                                  caught=caught)
