@@ -1244,6 +1244,36 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.assertLessEqual(
             sum(runs > 3 for _, runs in verdicts.values()), 1, output)
 
+    def test_resource_warnings_of_the_collection(self):
+        # With -W default (or -X dev), a file or an event loop left open
+        # in a cycle is closed by the check's collection, with a
+        # ResourceWarning whose source keeps it: caught as the round's,
+        # not kept by pytest's list of the test's warnings in every
+        # round; the last round's reach pytest.
+        self.write("test_gate.py", """\
+            import asyncio
+
+            class Node:
+                pass
+
+            def test_unclosed_file_in_cycle():
+                node = Node()
+                node.self = node
+                node.file = open(__file__, "rb")
+
+            def test_unclosed_loop():
+                loop = asyncio.new_event_loop()
+                loop.self = loop
+            """)
+        returncode, output, verdicts = self.run_json("-W", "default")
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(verdicts["test_unclosed_file_in_cycle"][0],
+                         "checked", output)
+        self.assertEqual(verdicts["test_unclosed_loop"][0], "checked",
+                         output)
+        self.assertIn("ResourceWarning", output)
+        self.assertRegex(output, r"\b2 passed, [23] warnings\b")
+
     def test_what_the_test_keeps_of_pytests_api(self):
         # What a test keeps of pytest's own API (pytest.approx, marks) is
         # allocated in pytest's code, under the test's frame: the test's,

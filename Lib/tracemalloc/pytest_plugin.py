@@ -780,33 +780,46 @@ def _run_checked(item, nextitem, options):
     reruns = [0.0, 0.0, 0.0]    # the others: bodies, fixtures, the rest
     rounds = iter(check)
     try:
-        for index in rounds:
-            # Every round starts from the same state, the first too.
-            state.restore()
-            start = perf_counter()
-            reports = _run_round(item, nextitem, False, checked=True,
-                                 caught=caught)
-            took = perf_counter() - start
-            if index:
-                _add_rerun(reruns, reports, took)
+        # The collection that ends each round (the check's, when the loop
+        # asks for the next round) frees the round's objects: their
+        # warnings (a ResourceWarning for a file or an event loop left
+        # open in a cycle) are the round's, caught here as _run_round()
+        # catches those of the round's run.  Given to pytest, they would
+        # be kept in its list of the test's warnings, their objects with
+        # them, until the test ends: growth in every round.
+        with warnings.catch_warnings(record=True) as collected:
+            for index in rounds:
+                # Those of the previous round: not the last round's.
+                collected.clear()
+                # Every round starts from the same state, the first too.
+                state.restore()
+                start = perf_counter()
+                reports = _run_round(item, nextitem, False, checked=True,
+                                     caught=caught)
+                took = perf_counter() - start
+                if index:
+                    _add_rerun(reruns, reports, took)
+                else:
+                    own = took
+                if not all(report.passed for report in reports):
+                    if all(report.passed for report in reports[:-1]):
+                        # Only the item's own teardown ran, and failed.
+                        _finish_teardown(item, nextitem, reports[-1])
+                    break
+                # The last round's too: the snapshot that ends it sees the
+                # fixtures of a wider scope set up.
+                _drop_stale_finalizers(item, counts)
+                # The reports of every round that passed are kept until the
+                # next round replaces them: those of the last round are the
+                # test's, and which round is the last is not known while it
+                # runs (the check adds rounds when a site is suspect).  Kept in
+                # the last round only, they were growth in it, enough to make
+                # the test suspect; replaced each round, their level is flat.
             else:
-                own = took
-            if not all(report.passed for report in reports):
-                if all(report.passed for report in reports[:-1]):
-                    # Only the item's own teardown ran, and failed.
-                    _finish_teardown(item, nextitem, reports[-1])
-                break
-            # The last round's too: the snapshot that ends it sees the
-            # fixtures of a wider scope set up.
-            _drop_stale_finalizers(item, counts)
-            # The reports of every round that passed are kept until the
-            # next round replaces them: those of the last round are the
-            # test's, and which round is the last is not known while it
-            # runs (the check adds rounds when a site is suspect).  Kept in
-            # the last round only, they were growth in it, enough to make
-            # the test suspect; replaced each round, their level is flat.
-        else:
-            index = check.planned_rounds
+                index = check.planned_rounds
+            # The last round's (ended by a collection), given to pytest
+            # with those of its run.
+            caught.extend(collected)
     except leaks.LeakCheckError as error:
         if reports is None:
             # Refused before the first round (tracing is sampling): the
