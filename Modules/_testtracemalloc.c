@@ -92,10 +92,12 @@ fail_barrier(PyObject *module, PyObject *arg)
 PyDoc_STRVAR(engine_stats_doc,
 "engine_stats($module, /)\n--\n\n"
 "Internal counters of the call-context tree, as a dict: nodes (ids in\n"
-"use), cache_misses (line decodes), compactions, cache_entries (size of\n"
-"the shared site cache, 0 when not tracing), asymmetric (1 while the\n"
-"engine lock uses membarrier(2)), blocks_exact (1 while the mem and obj\n"
-"allocators are known ones, whose blocks the hooks find without checks).");
+"use), cache_misses (node lookups that interned), compactions,\n"
+"cache_entries (buckets of the site tables' index, 0 when not tracing),\n"
+"asymmetric (1 while the engine lock uses membarrier(2)), blocks_exact\n"
+"(1 while the mem and obj allocators are known ones, whose blocks the\n"
+"hooks find without checks), lean (1 while the lean paths are on),\n"
+"site_tables and site_table_bytes, line_maps and line_map_bytes.");
 
 static PyObject *
 engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -103,14 +105,21 @@ engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
     uint32_t nnodes;
     uint64_t misses, compactions;
     size_t entries;
+    size_t tables[4];
     _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions, &entries);
-    return Py_BuildValue("{sIsKsKsnsisisi}", "nodes", (unsigned int)nnodes,
+    _PyTraceMalloc_FrameTableStats(tables);
+    return Py_BuildValue("{sIsKsKsnsisisisnsnsnsn}",
+                         "nodes", (unsigned int)nnodes,
                          "cache_misses", (unsigned long long)misses,
                          "compactions", (unsigned long long)compactions,
                          "cache_entries", (Py_ssize_t)entries,
                          "asymmetric", _PyTraceMalloc_asymmetric,
                          "blocks_exact", (int)_PyTraceMalloc_blocks_exact,
-                         "lean", _PyTraceMalloc_LeanPaths());
+                         "lean", _PyTraceMalloc_LeanPaths(),
+                         "site_tables", (Py_ssize_t)tables[0],
+                         "site_table_bytes", (Py_ssize_t)tables[1],
+                         "line_maps", (Py_ssize_t)tables[2],
+                         "line_map_bytes", (Py_ssize_t)tables[3]);
 }
 
 /* A user allocator of the mem domain written on the public raw API, as

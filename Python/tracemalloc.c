@@ -47,7 +47,7 @@ engine_reset_unlocked(void)
     tree_reset();
     compact_schedule(1, 0);
     peak_clear();
-    if (tm.framecache.cache != NULL) {
+    if (tm.framecache.tables != NULL) {
         /* Kept, emptied (shrunk if it can): clear_traces() cannot fail
            for want of memory, and tracing goes on with a working cache. */
         cache_clear(1);
@@ -524,8 +524,8 @@ _PyTraceMalloc_ResetPeak(void)
     }
 }
 
-/* Node count, site-cache misses, compactions and site-cache entries (for
-   the tests). */
+/* Node count, interning lookups, compactions and the table index's
+   buckets (for the tests). */
 void
 _PyTraceMalloc_CCTStats(uint32_t *nnodes, uint64_t *cache_misses,
                         uint64_t *compactions, size_t *entries)
@@ -534,7 +534,18 @@ _PyTraceMalloc_CCTStats(uint32_t *nnodes, uint64_t *cache_misses,
     *nnodes = tm.tree.nnodes;
     *cache_misses = tm.framecache.cache_misses;
     *compactions = tm.tree.compactions;
-    *entries = tm.framecache.cache != NULL ? cache_entries() : 0;
+    *entries = tm.framecache.tables != NULL ? cache_entries() : 0;
+    engine_leave(side);
+}
+
+void
+_PyTraceMalloc_FrameTableStats(size_t out[4])
+{
+    int side = engine_lock();
+    out[0] = tm.framecache.ntables;
+    out[1] = tm.framecache.tables_bytes;
+    out[2] = tm.framecache.nmaps;
+    out[3] = tm.framecache.maps_bytes;
     engine_leave(side);
 }
 

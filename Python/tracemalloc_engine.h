@@ -23,8 +23,8 @@
  *  Python/tracemalloc_store.c        the trace store: pool slots + one table
  *  Python/tracemalloc_tree.c         the call-context tree: nodes, interned
  *                                    filenames, thread roots, pins
- *  Python/tracemalloc_framecache.c   the per-frame cache and memo, the site
- *                                    cache and the line cache
+ *  Python/tracemalloc_framecache.c   the frame links, the site tables and
+ *                                    the code objects' line maps
  *  Python/tracemalloc_peak.c         per-node totals now and at the peak
  *  Python/tracemalloc_compact.c      compaction of the tree
  *  Python/tracemalloc_labels.c       context labels: label nodes from the
@@ -150,47 +150,50 @@ typedef struct {
     cct_totals totals;
 } cct_domain_totals;
 
-/* An entry of the site cache: (code, parent, offset) -> node (I5). */
-typedef struct {
+/* A code object's line map (I6): its line table decoded once, each code
+   unit mapped to the index of its line's run of instructions (neighbouring
+   location entries of one line are one run), and each run's line.  Unit 0
+   of `idx` is the offset -1 (before the first instruction: the code's
+   first line).  Runs past MAP_DECODE share index MAP_DECODE, whose line is
+   decoded again at each use.  Holds no node and no filename: compaction
+   keeps it; it dies with its code object (_PyTraceMalloc_CodeFreed()). */
+typedef struct cct_code_map {
+    struct cct_code_map *next;  /* in its bucket of the map index */
     const PyCodeObject *code;
-    _PyTraceMalloc_Node parent;
-    int lasti;
-    _PyTraceMalloc_Node node;
-    uint32_t epoch;             /* code_epochs[] of its code when filled */
-    uint32_t range;             /* the line's instructions: see frame_memo() */
-} cct_cache_entry;
+    size_t bytes;
+    int *lines;                 /* by run index: the line, 0 if none */
+    uint32_t nruns;             /* runs, with MAP_DECODE's if used */
+    uint16_t idx[];             /* by code unit + 1: the run index */
+} cct_code_map;
+#define MAP_DECODE 0xFFFF
 
-/* An entry of the line cache: (code, offset) -> line, filename copy (I6). */
-typedef struct {
+/* A site table (I5): the nodes of one code object's lines under one
+   parent, by run index of its line map; 0 where none was looked up yet.
+   A linked frame points to its table (tracemalloc_last, I7), so that the
+   node of its current line is two loads away.  Valid while its code's
+   epoch is the one recorded; every table dies at a compaction or reset
+   (cache_clear()), since it names nodes. */
+typedef struct cct_site_table {
+    const uint16_t *at;         /* map->idx, indexed by frame_unit() */
+    struct cct_site_table *next;  /* in its bucket of the table index */
     const PyCodeObject *code;
-    int lasti;
-    uint32_t epoch;             /* code_epochs[] of its code when filled */
-    int lineno;
-    uint32_t range;             /* the line's instructions: see frame_memo() */
+    const cct_code_map *map;
     const cct_string *filename;
-} cct_line_entry;
+    /* The table its frames' last callee was linked to: a call, or a
+       generator resumed, from the same line links without the index. */
+    struct cct_site_table *callee;
+    _PyTraceMalloc_Node parent;
+    uint32_t epoch;             /* code_epochs[] of its code when made */
+    _PyTraceMalloc_Node nodes[];  /* map->nruns */
+} cct_site_table;
 
-/* A code object's line table, decoded up to some instruction: the next
-   site of the same code at or after it decodes on from there, not from
-   the table's start (an earlier site decodes from the start again).  Keyed by the code's epoch slot; valid
-   while the code's epoch is the one recorded (a dying code object bumps
-   it).  Holds no node and no filename: compaction keeps it. */
-typedef struct {
-    const PyCodeObject *code;
-    uint32_t epoch;
-    PyCodeAddressRange bounds;
-} cct_line_cursor;
-
-/* The site cache has 2^CACHE_MIN_BITS to 2^CACHE_MAX_BITS entries; the
-   line cache 2^LINE_BITS.  A dying code object invalidates the entries of
-   the codes that share its slot among 2^CODE_EPOCH_BITS. */
+/* The table index has 2^CACHE_MIN_BITS to 2^CACHE_MAX_BITS buckets, about
+   one per table; the map index 2^MAPS_MIN_BITS and up, one per map.  A
+   dying code object invalidates the tables of the codes that share its
+   slot among 2^CODE_EPOCH_BITS. */
 #define CACHE_MIN_BITS 13
-#define CACHE_MAX_BITS 17
-#define LINE_BITS 11
-#define LINES_SIZE (sizeof(cct_line_entry) << LINE_BITS)
-/* The cursors live after the line cache, in the same allocation. */
-#define CURSOR_BITS 8
-#define LINES_ALLOC (LINES_SIZE + (sizeof(cct_line_cursor) << CURSOR_BITS))
+#define CACHE_MAX_BITS 20
+#define MAPS_MIN_BITS 10
 #define CODE_EPOCH_BITS 10
 /* Below this many nodes the tree is never compacted. */
 #define COMPACT_MIN 1024
@@ -230,12 +233,14 @@ static struct {
 
     /* Protected by the engine lock. */
     struct {
-        cct_cache_entry *cache;     /* the site cache (I5) */
-        unsigned int cache_shift;   /* 64 - log2 of its entries */
-        size_t cache_evictions;     /* of known paths, since the last resize */
-        size_t cache_grow_at;       /* evictions that make it grow */
-        cct_line_entry *lines;      /* the line cache (I6) */
-        cct_line_cursor *cursors;   /* after the lines, same allocation */
+        cct_site_table **tables;    /* the table index (I5), by (code, parent) */
+        unsigned int tables_bits;
+        size_t ntables;
+        size_t tables_bytes;        /* of the tables themselves */
+        cct_code_map **maps;        /* the map index (I6), by code */
+        unsigned int maps_bits;
+        size_t nmaps;
+        size_t maps_bytes;          /* of the maps themselves */
         uint32_t code_epochs[1 << CODE_EPOCH_BITS];  /* bumped as codes die */
         uint64_t cache_misses;      /* statistics, for the tests */
     } framecache;

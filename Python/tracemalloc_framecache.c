@@ -1,13 +1,13 @@
-/* The frame caches: from the current frame to its node in one lookup.
+/* The frame links: from the current frame to its node in two loads.
  *
  * Each _PyInterpreterFrame links to its caller's node (tracemalloc_parent,
- * I4) and remembers the node of its last allocation's line
- * (tracemalloc_last, the memo, I7).  Behind them, the site cache maps
- * (parent, code, instruction offset) to a node (I5), and the line cache
- * maps (code, offset) to the line and the interned filename (I6); the
- * line table is decoded only when both miss.  The site cache's size
- * follows the tree.  Part of the engine's translation unit (see
- * tracemalloc_engine.h).
+ * I4) and to the site table of its code under that node
+ * (tracemalloc_last, I7).  A site table (I5) holds the node of each line
+ * of the code under that parent, indexed through the code's line map
+ * (I6), the code's line table decoded once.  A frame is linked when it
+ * first allocates (its caller's table gives the parent, the table index
+ * its own table); a missing node is interned into its table once.  Part
+ * of the engine's translation unit (see tracemalloc_engine.h).
  */
 
 static inline size_t
@@ -19,293 +19,431 @@ code_epoch_slot(const PyCodeObject *code)
     return ((uintptr_t)code >> 4) & ((1 << CODE_EPOCH_BITS) - 1);
 }
 
-/* The key of the frame caches: CODE at offset LASTI under PARENT, mixed
-   into 64 bits; callers keep its top bits.  The parent is mixed in by a
-   multiplication of its own: recursion makes keys that differ only by
-   consecutive parent ids, which this spreads evenly over the cache (a
-   parent shifted into the bits of one multiplication crowded them into
-   a few entries). */
+/* The key of the table index: CODE under PARENT, mixed into 64 bits;
+   callers keep its top bits.  The parent is mixed in by a multiplication
+   of its own: recursion makes keys that differ only by consecutive parent
+   ids, which this spreads evenly over the index. */
 static inline uint64_t
-site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent, int lasti)
+site_hash(const PyCodeObject *code, _PyTraceMalloc_Node parent)
 {
     const uint64_t k = UINT64_C(0x9E3779B97F4A7C15);
-    uint64_t x = ((uint64_t)(uintptr_t)code >> 4)
-                 ^ ((uint64_t)(uint32_t)lasti << 40);
+    uint64_t x = (uint64_t)(uintptr_t)code >> 4;
     return ((x * k) ^ parent) * k;
 }
 
-/* The memo (tracemalloc_last, I7): the node in bits 0-31, the line's
-   instructions as a range in bytes from the start of the code object
-   (memo_offset()): start in bits 32-47, length in bits 48-63. */
-#define LAST_NONE ((uint64_t)0)
-#define RANGE_MAX 0xFFFF
-
-/* Where the memo's range is counted from: bytes from the start of the code
-   object, so that the check needs no address of its bytecode. */
-static inline uint32_t
-memo_offset(const PyCodeObject *code, const _Py_CODEUNIT *instr)
+/* FRAME's current instruction as an index of its table's `at`: the
+   instruction's offset in bytes from the start of the code object, in
+   code units.  The map's unit 0 is the offset -1, so `at` points before
+   the map's idx by the offset of the first instruction, less one unit. */
+static inline size_t
+frame_unit(const _PyInterpreterFrame *frame)
 {
-    return (uint32_t)((const char *)instr - (const char *)code);
+    return (size_t)((const char *)base_frame_instr(frame)
+                    - (const char *)base_frame_code(frame))
+           / sizeof(_Py_CODEUNIT);
 }
 
-/* The line of CODE at instruction offset LASTI (0 if it has none), and in
-   *RANGE the instructions around LASTI that have the same line, packed
-   for the memo (0: none that fits in 16 bits). */
-static int
-line_of(PyCodeObject *code, int lasti, uint32_t *range)
+static inline size_t
+first_unit(PyCodeObject *code)
 {
-    *range = 0;
+    return (size_t)((const char *)base_code_first_instr(code)
+                    - (const char *)code) / sizeof(_Py_CODEUNIT);
+}
+
+/* The line of CODE at instruction offset LASTI, decoded from the table's
+   start (the line maps' runs past MAP_DECODE; rare). */
+static int
+line_decoded(PyCodeObject *code, int lasti)
+{
     if (lasti < 0) {
         return base_code_firstlineno(code);   /* like PyCode_Addr2Line() */
     }
-    /* Decoded on from the code's cursor: a module body's sites, met in
-       order, decode its table once in all rather than once each.  Only
-       forwards: a site before the cursor decodes from the table's start,
-       so that the line found is always the one a decoding from the start
-       finds, also in a table that the compiler did not write (one given
-       to code.replace()), which decoding backwards may read otherwise. */
-    size_t slot = code_epoch_slot(code);
-    cct_line_cursor *cursor = &tm.framecache.cursors[
-        slot & (((size_t)1 << CURSOR_BITS) - 1)];
-    uint32_t epoch = tm.framecache.code_epochs[slot];
-    if (cursor->code != code || cursor->epoch != epoch
-        || lasti * (int)sizeof(_Py_CODEUNIT) < cursor->bounds.ar_start) {
-        _PyCode_InitAddressRange(code, &cursor->bounds);
-        cursor->code = code;
-        cursor->epoch = epoch;
-    }
+    PyCodeAddressRange bounds;
+    _PyCode_InitAddressRange(code, &bounds);
     int line = _PyCode_CheckLineNumber(lasti * (int)sizeof(_Py_CODEUNIT),
-                                       &cursor->bounds);
-    PyCodeAddressRange bounds = cursor->bounds;
-    int start = bounds.ar_start, end = bounds.ar_end;
-    /* The location table cuts a line into entries of at most 8
-       instructions (one per column span): join the neighbours that have
-       the same line. */
-    PyCodeAddressRange b = bounds;
-    while (end - start < RANGE_MAX && _PyLineTable_NextAddressRange(&b)
-           && b.ar_line == line) {
-        end = b.ar_end;
-    }
-    b = bounds;
-    while (end - start < RANGE_MAX
-           && _PyLineTable_PreviousAddressRange(&b) && b.ar_line == line) {
-        start = b.ar_start;
-    }
-    /* In the memo's unit (memo_offset()). */
-    int base = (int)memo_offset(code, base_code_first_instr(code));
-    start += base;
-    end += base;
-    if (end - start > RANGE_MAX) {
-        /* Keep the instruction at LASTI. */
-        start = base + lasti * (int)sizeof(_Py_CODEUNIT);
-        end = start + (int)sizeof(_Py_CODEUNIT);
-    }
-    if (end <= RANGE_MAX && end > start) {
-        *range = (uint32_t)start | ((uint32_t)(end - start) << 16);
-    }
+                                       &bounds);
     return line < 0 ? 0 : line;
 }
 
-/* Remember in FRAME's memo that the instructions of RANGE (a line) have
-   NODE. */
-static inline void
-memo_set(_PyInterpreterFrame *frame, uint32_t range, _PyTraceMalloc_Node node)
+/* ---- the line maps (I6) ------------------------------------------------- */
+
+static inline size_t
+map_bucket(const PyCodeObject *code)
 {
-    frame->tracemalloc_last = ((uint64_t)range << 32) | node;
+    const uint64_t k = UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)((((uint64_t)(uintptr_t)code >> 4) * k)
+                    >> (64 - tm.framecache.maps_bits));
 }
 
-/* ---- the shared cache's size -------------------------------------------- */
+/* Double the map index when it has more maps than buckets (without
+   memory, the chains get longer). */
+static void
+maps_grow(void)
+{
+    unsigned int bits = tm.framecache.maps_bits + 1;
+    size_t n = (size_t)1 << bits;
+    cct_code_map **maps = _PyTraceMalloc_RawAlloc(n * sizeof(*maps), 1);
+    if (maps == NULL) {
+        return;
+    }
+    size_t old = (size_t)1 << tm.framecache.maps_bits;
+    cct_code_map **prev = tm.framecache.maps;
+    tm.framecache.maps = maps;
+    tm.framecache.maps_bits = bits;
+    for (size_t i = 0; i < old; i++) {
+        cct_code_map *m = prev[i];
+        while (m != NULL) {
+            cct_code_map *next = m->next;
+            size_t b = map_bucket(m->code);
+            m->next = maps[b];
+            maps[b] = m;
+            m = next;
+        }
+    }
+    free(prev);
+    tm.memory += (n - old) * sizeof(*maps);
+}
+
+/* Decode CODE's line table into a new map; NULL without memory.  Decoded
+   forwards from the start, as _PyCode_CheckLineNumber() does, so that
+   each unit gets the line that a decoding from the start finds, also in a
+   table the compiler did not write (one given to code.replace()). */
+static cct_code_map *
+map_build(PyCodeObject *code)
+{
+    PyCodeAddressRange b;
+    _PyCode_InitAddressRange(code, &b);
+    size_t nunits = (size_t)(_PyCode_NBYTES(code) / sizeof(_Py_CODEUNIT));
+    /* Runs: count them first, for one allocation. */
+    uint32_t nruns = 1;                   /* run 0: the offset -1 */
+    int last = INT_MIN;
+    while (_PyLineTable_NextAddressRange(&b)) {
+        if (b.ar_end > b.ar_start && b.ar_line != last) {
+            nruns++;
+            last = b.ar_line;
+        }
+    }
+    int decode = nruns > MAP_DECODE;
+    if (decode) {
+        nruns = MAP_DECODE + 1;
+    }
+    size_t bytes = sizeof(cct_code_map) + (nunits + 1) * sizeof(uint16_t);
+    bytes = (bytes + sizeof(int) - 1) / sizeof(int) * sizeof(int);
+    size_t lines_at = bytes;
+    bytes += nruns * sizeof(int);
+    cct_code_map *m = _PyTraceMalloc_RawAlloc(bytes, 0);
+    if (m == NULL) {
+        return NULL;
+    }
+    m->next = NULL;
+    m->code = code;
+    m->bytes = bytes;
+    m->lines = (int *)((char *)m + lines_at);
+    m->nruns = nruns;
+    m->lines[0] = base_code_firstlineno(code);
+    m->idx[0] = 0;
+    /* Units the table does not reach are decoded at each use. */
+    for (size_t u = 1; u <= nunits; u++) {
+        m->idx[u] = MAP_DECODE;
+    }
+    if (decode) {
+        m->lines[MAP_DECODE] = 0;
+    }
+    _PyCode_InitAddressRange(code, &b);
+    uint32_t run = 0;
+    last = INT_MIN;
+    while (_PyLineTable_NextAddressRange(&b)) {
+        if (b.ar_end <= b.ar_start) {
+            continue;
+        }
+        if (b.ar_line != last) {
+            last = b.ar_line;
+            if (run + 1 < MAP_DECODE) {
+                run++;
+                m->lines[run] = b.ar_line < 0 ? 0 : b.ar_line;
+            }
+            else {
+                run = MAP_DECODE;
+            }
+        }
+        size_t end = (size_t)b.ar_end / sizeof(_Py_CODEUNIT);
+        for (size_t u = (size_t)b.ar_start / sizeof(_Py_CODEUNIT);
+             u < end && u < nunits; u++) {
+            m->idx[u + 1] = (uint16_t)run;
+        }
+    }
+    if (!decode) {
+        /* No unit needs MAP_DECODE's entry unless one was left out. */
+        for (size_t u = 1; u <= nunits; u++) {
+            if (m->idx[u] == MAP_DECODE) {
+                decode = 1;
+                break;
+            }
+        }
+        if (decode) {
+            /* Rare (a table shorter than its code): give up the map. */
+            free(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+/* CODE's line map, made if it has none; NULL without memory. */
+static const cct_code_map *
+map_get(PyCodeObject *code)
+{
+    size_t b = map_bucket(code);
+    for (cct_code_map *m = tm.framecache.maps[b]; m != NULL; m = m->next) {
+        if (m->code == code) {
+            return m;
+        }
+    }
+    cct_code_map *m = map_build(code);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (tm.framecache.nmaps >= ((size_t)1 << tm.framecache.maps_bits)) {
+        maps_grow();
+        b = map_bucket(code);
+    }
+    m->next = tm.framecache.maps[b];
+    tm.framecache.maps[b] = m;
+    tm.framecache.nmaps++;
+    tm.framecache.maps_bytes += m->bytes;
+    tm.memory += m->bytes;
+    return m;
+}
+
+/* CODE dies: its map goes with it. */
+static void
+map_drop(const PyCodeObject *code)
+{
+    if (tm.framecache.maps == NULL) {
+        return;
+    }
+    cct_code_map **link = &tm.framecache.maps[map_bucket(code)];
+    for (cct_code_map *m = *link; m != NULL; link = &m->next, m = m->next) {
+        if (m->code == code) {
+            *link = m->next;
+            tm.framecache.nmaps--;
+            tm.framecache.maps_bytes -= m->bytes;
+            tm.memory -= m->bytes;
+            free(m);
+            return;
+        }
+    }
+}
+
+/* ---- the site tables (I5) ----------------------------------------------- */
 
 static inline size_t
 cache_entries(void)
 {
-    return (size_t)1 << (64 - tm.framecache.cache_shift);
+    return (size_t)1 << tm.framecache.tables_bits;
 }
 
-static void
-cache_schedule_growth(void)
-{
-    tm.framecache.cache_evictions = 0;
-    tm.framecache.cache_grow_at =
-        64 - tm.framecache.cache_shift < CACHE_MAX_BITS ? cache_entries()
-                                                        : SIZE_MAX;
-}
-
-/* Replace the shared cache with one of 2^BITS entries, empty, or with the
-   old entries when KEEP (growth: doubling a direct-mapped cache splits each
-   entry's slot in two, so none is lost).  -1 without memory: the old cache
-   is kept. */
 static int
-cache_resize(unsigned int bits, int keep)
+tables_resize(unsigned int bits)
 {
     size_t n = (size_t)1 << bits;
-    cct_cache_entry *cache = _PyTraceMalloc_RawAlloc(n * sizeof(*cache), 1);
-    if (cache == NULL) {
+    cct_site_table **tables = _PyTraceMalloc_RawAlloc(n * sizeof(*tables),
+                                                      1);
+    if (tables == NULL) {
         return -1;
     }
-    size_t old = 0;
-    if (tm.framecache.cache != NULL) {
-        old = cache_entries();
-        for (size_t i = 0; keep && i < old; i++) {
-            const cct_cache_entry *e = &tm.framecache.cache[i];
-            if (e->code != NULL) {
-                cache[site_hash(e->code, e->parent, e->lasti)
-                      >> (64 - bits)] = *e;
-            }
+    cct_site_table **prev = tm.framecache.tables;
+    size_t old = prev != NULL ? cache_entries() : 0;
+    tm.framecache.tables = tables;
+    tm.framecache.tables_bits = bits;
+    for (size_t i = 0; i < old; i++) {
+        cct_site_table *t = prev[i];
+        while (t != NULL) {
+            cct_site_table *next = t->next;
+            size_t b = site_hash(t->code, t->parent) >> (64 - bits);
+            t->next = tables[b];
+            tables[b] = t;
+            t = next;
         }
-        free(tm.framecache.cache);
     }
-    tm.framecache.cache = cache;
-    tm.framecache.cache_shift = 64 - bits;
-    tm.memory = tm.memory - old * sizeof(*cache) + n * sizeof(*cache);
-    cache_schedule_growth();
+    free(prev);
+    tm.memory = tm.memory - old * sizeof(*tables) + n * sizeof(*tables);
     return 0;
 }
 
-/* Empty the shared cache (its keys are stale), shrunk to fit LIVE_NODES
-   nodes when it is more than twice too big.  Cannot fail: without memory
-   for a smaller one the old one is emptied. */
+/* Free every site table: their nodes are stale, or the engine stops. */
+static void
+tables_free(void)
+{
+    size_t n = cache_entries();
+    for (size_t i = 0; i < n; i++) {
+        cct_site_table *t = tm.framecache.tables[i];
+        while (t != NULL) {
+            cct_site_table *next = t->next;
+            free(t);
+            t = next;
+        }
+    }
+    memset(tm.framecache.tables, 0, n * sizeof(*tm.framecache.tables));
+    tm.memory -= tm.framecache.tables_bytes;
+    tm.framecache.tables_bytes = 0;
+    tm.framecache.ntables = 0;
+}
+
+/* Free every site table (their nodes are stale: a compaction or a reset);
+   the index is kept, emptied, or shrunk to fit LIVE_NODES nodes when it is
+   more than twice too big and memory allows.  Cannot fail. */
 static void
 cache_clear(uint32_t live_nodes)
 {
+    tables_free();
     unsigned int bits = CACHE_MIN_BITS;
-    while (bits < CACHE_MAX_BITS
-           && ((size_t)1 << bits) < 2 * (size_t)live_nodes) {
+    while (bits < CACHE_MAX_BITS && ((size_t)1 << bits) < (size_t)live_nodes) {
         bits++;
     }
-    if (64 - tm.framecache.cache_shift <= bits + 1
-        || cache_resize(bits, 0) < 0) {
-        memset(tm.framecache.cache, 0,
-               cache_entries() * sizeof(*tm.framecache.cache));
-        cache_schedule_growth();
-    }
-    memset(tm.framecache.lines, 0, LINES_SIZE);
-}
-
-/* The cache missed as many known paths as it has entries since the last
-   resize: double it if it has fewer than four entries per node, else count
-   again. */
-Py_NO_INLINE static void
-cache_grow(void)
-{
-    if (cache_entries() >= 4 * (size_t)tm.tree.nnodes
-        || cache_resize(64 - tm.framecache.cache_shift + 1, 1) < 0) {
-        cache_schedule_growth();
+    if (tm.framecache.tables_bits > bits + 1) {
+        (void)tables_resize(bits);
     }
 }
 
-/* After a miss of the site cache in entry E, for FRAME under PARENT:
-   decode the line, intern the node, and put it in the cache and in the
-   frame's memo.  UINT32_MAX when out of memory.  Out of line, so that the
-   hits inlined in the hooks do not pay for its register saves. */
-Py_NO_INLINE static _PyTraceMalloc_Node
-frame_node_miss(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
-                cct_cache_entry *e)
+/* The site table of CODE under PARENT, made if there is none.  NULL
+   without memory for the table or the map (the caller then interns each
+   node apart), or, with *NOMEM set, for the filename's copy (then no
+   node can be made: the traced allocation fails, as upstream's). */
+static cct_site_table *
+table_get(PyCodeObject *code, _PyTraceMalloc_Node parent, int *nomem)
 {
-    int nomem = 0;
-    PyCodeObject *code = base_frame_code(frame);
-    int lasti = base_frame_lasti(frame);
-    tm.framecache.cache_misses++;
     uint32_t epoch = tm.framecache.code_epochs[code_epoch_slot(code)];
-    /* Keyed without the parent: every caller's entry for the site. */
-    cct_line_entry *le = &tm.framecache.lines[site_hash(code, 0, lasti)
-                                              >> (64 - LINE_BITS)];
-    int lineno;
-    uint32_t range;
-    const cct_string *filename;
-    if (le->code == code && le->lasti == lasti && le->epoch == epoch) {
-        lineno = le->lineno;
-        range = le->range;
-        filename = le->filename;
+    size_t b = site_hash(code, parent) >> (64 - tm.framecache.tables_bits);
+    for (cct_site_table *t = tm.framecache.tables[b]; t != NULL;
+         t = t->next) {
+        if (t->code == code && t->parent == parent && t->epoch == epoch) {
+            return t;
+        }
+    }
+    /* A table of an older epoch stays in its chain until the next
+       cache_clear(): a frame linked to it may still use it (its code
+       lives; another code of its epoch slot died). */
+    const cct_string *filename = string_intern(base_code_filename(code),
+                                               nomem);
+    if (*nomem) {
+        return NULL;
+    }
+    const cct_code_map *map = map_get(code);
+    if (map == NULL) {
+        return NULL;
+    }
+    size_t bytes = sizeof(cct_site_table)
+                   + map->nruns * sizeof(_PyTraceMalloc_Node);
+    cct_site_table *t = _PyTraceMalloc_RawAlloc(bytes, 1);
+    if (t == NULL) {
+        return NULL;
+    }
+    t->at = map->idx + 1 - first_unit(code);
+    t->code = code;
+    t->map = map;
+    t->filename = filename;
+    t->parent = parent;
+    t->epoch = epoch;
+    if (tm.framecache.ntables >= cache_entries()
+        && tm.framecache.tables_bits < CACHE_MAX_BITS
+        && tables_resize(tm.framecache.tables_bits + 1) == 0) {
+        b = site_hash(code, parent) >> (64 - tm.framecache.tables_bits);
+    }
+    t->next = tm.framecache.tables[b];
+    tm.framecache.tables[b] = t;
+    tm.framecache.ntables++;
+    tm.framecache.tables_bytes += bytes;
+    tm.memory += bytes;
+    return t;
+}
+
+/* The node of FRAME's current line in its table T (under T's parent),
+   interned and kept in T.  UINT32_MAX when out of memory.  Out of line,
+   so that the hits inlined in the hooks do not pay for its register
+   saves. */
+Py_NO_INLINE static _PyTraceMalloc_Node
+table_fill(const _PyInterpreterFrame *frame, cct_site_table *t)
+{
+    size_t run = t->at[frame_unit(frame)];
+    tm.framecache.cache_misses++;
+    int line;
+    if (run == MAP_DECODE) {
+        line = line_decoded(base_frame_code(frame), base_frame_lasti(frame));
     }
     else {
-        lineno = line_of(code, lasti, &range);
-        filename = string_intern(base_code_filename(code), &nomem);
-        if (nomem) {
-            return UINT32_MAX;
-        }
-        le->code = code;
-        le->lasti = lasti;
-        le->epoch = epoch;
-        le->lineno = lineno;
-        le->range = range;
-        le->filename = filename;
+        line = t->map->lines[run];
     }
-    uint32_t nnodes = tm.tree.nnodes;
-    _PyTraceMalloc_Node node = node_intern(parent, filename, lineno, &nomem);
+    int nomem = 0;
+    _PyTraceMalloc_Node node = node_intern(t->parent, t->filename, line,
+                                           &nomem);
     if (nomem) {
         return UINT32_MAX;
     }
-    /* A path seen before, whose entry another key took: the cache is too
-       small for the tree (a new path would have missed anyway). */
-    if (e->code != NULL && tm.tree.nnodes == nnodes
-        && ++tm.framecache.cache_evictions >= tm.framecache.cache_grow_at) {
-        cache_grow();
-        e = &tm.framecache.cache[site_hash(code, parent, lasti)
-                                 >> tm.framecache.cache_shift];
+    if (run != MAP_DECODE) {
+        t->nodes[run] = node;
     }
-    e->code = code;
-    e->parent = parent;
-    e->lasti = lasti;
-    e->node = node;
-    e->epoch = epoch;
-    e->range = range;
-    memo_set(frame, range, node);
     return node;
 }
 
-/* 1 and the node in *NODE if FRAME's memo covers its current instruction
-   (the caller knows its parent is valid). */
-static inline int
-frame_memo(const _PyInterpreterFrame *frame, _PyTraceMalloc_Node *node)
-{
-    uint64_t last = frame->tracemalloc_last;
-    uint32_t at = memo_offset(base_frame_code(frame),
-                              base_frame_instr(frame));
-    if (at - (uint32_t)((last >> 32) & RANGE_MAX)
-        < (uint32_t)(last >> 48)) {
-        *node = (uint32_t)last;
-        return 1;
-    }
-    return 0;
-}
-
-/* 1 and the node in *NODE if the shared cache knows FRAME's current
-   instruction under PARENT (its valid tracemalloc_parent); the frame's
-   memo is then set.  Otherwise 0, and *ENTRY is the cache entry to fill.
-   Cost of a hit: a hash, three compares and the load of the code's
-   epoch. */
-static inline int
-site_cached(_PyInterpreterFrame *frame, _PyTraceMalloc_Node parent,
-            _PyTraceMalloc_Node *node, cct_cache_entry **entry)
+/* The node of FRAME at its current instruction under PARENT, for a frame
+   without a table: through the table index, else interned apart.
+   UINT32_MAX when out of memory. */
+Py_NO_INLINE static _PyTraceMalloc_Node
+site_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame)
 {
     PyCodeObject *code = base_frame_code(frame);
-    int lasti = base_frame_lasti(frame);
-    cct_cache_entry *e = &tm.framecache.cache[site_hash(code, parent, lasti)
-                                              >> tm.framecache.cache_shift];
-    if (e->code == code && e->parent == parent && e->lasti == lasti
-        && e->epoch == tm.framecache.code_epochs[code_epoch_slot(code)]) {
-        *node = e->node;
-        memo_set(frame, e->range, e->node);
-        return 1;
+    int nomem = 0;
+    cct_site_table *t = table_get(code, parent, &nomem);
+    if (t != NULL) {
+        _PyTraceMalloc_Node node = t->nodes[t->at[frame_unit(frame)]];
+        return node ? node : table_fill(frame, t);
     }
-    *entry = e;
+    if (nomem) {
+        return UINT32_MAX;
+    }
+    tm.framecache.cache_misses++;
+    const cct_string *filename = string_intern(base_code_filename(code),
+                                               &nomem);
+    if (nomem) {
+        return UINT32_MAX;
+    }
+    _PyTraceMalloc_Node node = node_intern(
+        parent, filename, line_decoded(code, base_frame_lasti(frame)),
+        &nomem);
+    return nomem ? UINT32_MAX : node;
+}
+
+/* Link FRAME under PARENT in GENERATION (I4): its parent and its table
+   (none without memory for it: its nodes are then looked up apart).  -1,
+   FRAME left unlinked, when its filename cannot be copied. */
+static inline int
+frame_link(_PyInterpreterFrame *frame, uint64_t generation,
+           _PyTraceMalloc_Node parent)
+{
+    int nomem = 0;
+    cct_site_table *t = table_get(base_frame_code(frame), parent, &nomem);
+    if (nomem) {
+        return -1;
+    }
+    frame->tracemalloc_parent = generation | parent;
+    frame->tracemalloc_last = (uint64_t)(uintptr_t)t;
     return 0;
 }
 
-/* The node of FRAME at its current instruction, its caller's node being
-   PARENT (the frame's valid tracemalloc_parent, I4): the memo (I7), else
-   the site cache (I5), else the line decoded into the entry just probed.
-   UINT32_MAX when out of memory. */
+/* The node of FRAME at its current instruction, FRAME being linked under
+   PARENT (its valid tracemalloc_parent, I4) or not linked (then its
+   tracemalloc_last is 0): its table's entry, else interned into the
+   table.  UINT32_MAX when out of memory. */
 static inline _PyTraceMalloc_Node
 frame_node(_PyTraceMalloc_Node parent, _PyInterpreterFrame *frame)
 {
-    _PyTraceMalloc_Node node;
-    cct_cache_entry *e;
-    if (frame_memo(frame, &node) || site_cached(frame, parent, &node, &e)) {
-        return node;
+    cct_site_table *t = (cct_site_table *)(uintptr_t)frame->tracemalloc_last;
+    if (t != NULL) {
+        _PyTraceMalloc_Node node = t->nodes[t->at[frame_unit(frame)]];
+        return node ? node : table_fill(frame, t);
     }
-    return frame_node_miss(frame, parent, e);
+    return site_node(parent, frame);
 }
 
 static inline _PyInterpreterFrame *
@@ -379,12 +517,12 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
     }
     while (!nomem && npending > 0) {
         f = pending[--npending];
-        f->tracemalloc_last = LAST_NONE;
         if (labels && (npending > segment || unreadable)) {
             /* An older segment, or no context to read: its node for the
                path, no link. */
             f->tracemalloc_parent = 0;
-            node = frame_node(node, f);
+            f->tracemalloc_last = 0;
+            node = site_node(node, f);
             nomem = node == UINT32_MAX;
             continue;
         }
@@ -395,7 +533,10 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
                 break;
             }
         }
-        f->tracemalloc_parent = generation | node;
+        if (frame_link(f, generation, node) < 0) {
+            nomem = 1;
+            break;
+        }
         node = frame_node(node, f);
         nomem = node == UINT32_MAX;
     }
@@ -412,7 +553,7 @@ current_node_slow(PyThreadState *tstate, _PyInterpreterFrame *frame,
 Py_NO_INLINE static _PyTraceMalloc_Node
 current_node_unlinked(PyThreadState *tstate)
 {
-    if (tstate == NULL || tm.framecache.cache == NULL) {
+    if (tstate == NULL || tm.framecache.tables == NULL) {
         return 0;
     }
     _PyInterpreterFrame *frame = skip_incomplete(base_current_frame(tstate));
@@ -440,16 +581,33 @@ current_node_unlinked(PyThreadState *tstate)
         if (parent == UINT32_MAX) {
             return UINT32_MAX;
         }
-        frame->tracemalloc_parent = generation | parent;
-        frame->tracemalloc_last = LAST_NONE;
+        /* The caller's last callee, if it is this frame's table. */
+        cct_site_table *ct = (cct_site_table *)(uintptr_t)
+                             caller->tracemalloc_last;
+        PyCodeObject *code = base_frame_code(frame);
+        cct_site_table *t = ct != NULL ? ct->callee : NULL;
+        if (t != NULL && t->code == code && t->parent == parent
+            && t->epoch == tm.framecache.code_epochs[code_epoch_slot(code)]) {
+            frame->tracemalloc_parent = generation | parent;
+            frame->tracemalloc_last = (uint64_t)(uintptr_t)t;
+        }
+        else {
+            if (frame_link(frame, generation, parent) < 0) {
+                return UINT32_MAX;
+            }
+            if (ct != NULL && frame->tracemalloc_last != 0) {
+                ct->callee = (cct_site_table *)(uintptr_t)
+                             frame->tracemalloc_last;
+            }
+        }
     }
     return frame_node((uint32_t)frame->tracemalloc_parent, frame);
 }
 
 /* Hot path, inline in the hooks: the node of TSTATE's current position,
    UINT32_MAX when out of memory.  When the current frame is linked (I4),
-   which implies a started engine, its memo, a hit in the site cache or the
-   line decoded into the entry just probed; otherwise out of line. */
+   which implies a started engine, its table's entry for its line (I7);
+   otherwise out of line. */
 static inline _PyTraceMalloc_Node
 current_node(PyThreadState *tstate)
 {
@@ -469,12 +627,13 @@ _PyTraceMalloc_CodeFreed(void *code)
 {
     int side = engine_lock();
     tm.framecache.code_epochs[code_epoch_slot(code)]++;
+    map_drop(code);
     engine_leave(side);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-/* Every frame's link and memo, and every thread's root cache, belong to
+/* Every frame's link and table, and every thread's root cache, belong to
    one generation; bumping it invalidates them all at once (I4). */
 static void
 generation_bump(void)
@@ -485,42 +644,61 @@ generation_bump(void)
     }
 }
 
-/* start(): the caches, if stop() gave them back.  -1 without memory. */
+/* start(): the indexes, if stop() gave them back.  -1 without memory. */
 static int
 framecache_start(void)
 {
-    if (tm.framecache.cache != NULL) {
+    if (tm.framecache.tables != NULL) {
         return 0;
     }
-    tm.framecache.lines = _PyTraceMalloc_RawAlloc(LINES_ALLOC, 1);
-    if (tm.framecache.lines == NULL
-        || cache_resize(CACHE_MIN_BITS, 0) < 0) {
-        free(tm.framecache.lines);
-        tm.framecache.lines = NULL;
+    size_t nmaps = (size_t)1 << MAPS_MIN_BITS;
+    tm.framecache.maps = _PyTraceMalloc_RawAlloc(
+        nmaps * sizeof(*tm.framecache.maps), 1);
+    if (tm.framecache.maps == NULL || tables_resize(CACHE_MIN_BITS) < 0) {
+        free(tm.framecache.maps);
+        tm.framecache.maps = NULL;
         return -1;
     }
-    tm.framecache.cursors = (cct_line_cursor *)(
-        (char *)tm.framecache.lines + LINES_SIZE);
-    tm.memory += LINES_ALLOC;
+    tm.framecache.maps_bits = MAPS_MIN_BITS;
+    tm.memory += nmaps * sizeof(*tm.framecache.maps);
     return 0;
 }
 
-/* stop(): give the caches back. */
+/* stop(): give back the tables, the maps and their indexes. */
 static void
 framecache_release(void)
 {
-    free(tm.framecache.cache);
-    free(tm.framecache.lines);
-    tm.framecache.cache = NULL;
-    tm.framecache.lines = NULL;
-    tm.framecache.cursors = NULL;
+    if (tm.framecache.tables == NULL) {
+        return;
+    }
+    tables_free();
+    free(tm.framecache.tables);
+    tm.framecache.tables = NULL;
+    tm.framecache.tables_bits = 0;
+    size_t nmaps = (size_t)1 << tm.framecache.maps_bits;
+    for (size_t i = 0; i < nmaps; i++) {
+        cct_code_map *m = tm.framecache.maps[i];
+        while (m != NULL) {
+            cct_code_map *next = m->next;
+            free(m);
+            m = next;
+        }
+    }
+    free(tm.framecache.maps);
+    tm.framecache.maps = NULL;
+    tm.framecache.nmaps = 0;
+    tm.framecache.maps_bytes = 0;
 }
 
 static size_t
 framecache_memory(void)
 {
-    if (tm.framecache.cache == NULL) {
+    if (tm.framecache.tables == NULL) {
         return 0;
     }
-    return cache_entries() * sizeof(*tm.framecache.cache) + LINES_ALLOC;
+    return cache_entries() * sizeof(*tm.framecache.tables)
+           + tm.framecache.tables_bytes
+           + ((size_t)1 << tm.framecache.maps_bits)
+             * sizeof(*tm.framecache.maps)
+           + tm.framecache.maps_bytes;
 }

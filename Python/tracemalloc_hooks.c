@@ -769,3 +769,32 @@ _PyTraceMalloc_NewReference(PyObject *op)
     }
     return lean ? retrace_gil(ptr) : retrace_object(ptr);
 }
+
+/* A block of the default domain that is not an object was taken from a
+   free list of its own (a dictionary's key table, popped by
+   new_keys_object()): re-trace it at the current traceback, as
+   _PyTraceMalloc_NewReference() does for an object, so that the line
+   that reuses it owns it, not the line that allocated it first.  The
+   block is its own address, and it is never the block a resize just
+   traced (fresh_block): it was freed to its list since, and a free
+   clears that. */
+__attribute__((flatten)) int
+_PyTraceMalloc_RetraceBlock(void *block)
+{
+    if (!_PyTraceMalloc_TRACING() || block == NULL) {
+        return -1;
+    }
+    uintptr_t ptr = (uintptr_t)block;
+    /* Popped with a GIL held: the lean path when its guard is on, as
+       for an object (small dicts are made at every other line). */
+    if (lean_on(1)) {
+        return retrace_gil(ptr);
+    }
+    if (sample_interval() && !sample_filter_hit(block)) {
+        return -1;      /* sampling mode: not a sampled block */
+    }
+    if (!base_on_engine_gil(_PyThreadState_GET())) {
+        return retrace_object_foreign(ptr);
+    }
+    return retrace_object(ptr);
+}

@@ -291,6 +291,18 @@ _PyTraceMalloc_MayBeSampled(const void *op)
         } \
     } while (0)
 
+/* Objects/dictobject.c: BLOCK, which is not an object, was taken from a
+   free list of its own (a dictionary's key table): re-trace it at the
+   current traceback, as _PyTraceMalloc_RETRACE() does for an object
+   taken from a free list. */
+extern int _PyTraceMalloc_RetraceBlock(void *block);
+#define _PyTraceMalloc_RETRACE_BLOCK(block) \
+    do { \
+        if (_PyTraceMalloc_TRACING()) { \
+            (void)_PyTraceMalloc_RetraceBlock(block); \
+        } \
+    } while (0)
+
 /* The entry points' traced paths.  _PyTraceMalloc_Malloc() and
    _PyTraceMalloc_Calloc() are macros that pass them the mode word: on 3.13
    it lives in _PyRuntime, which this header cannot see (pycore_runtime.h
@@ -499,12 +511,16 @@ typedef struct {
     uint64_t sample;            /* sampling interval of the traces; 0: exact */
 } _PyTraceMalloc_CCTView;
 extern void _PyTraceMalloc_CCTUnpin(void);
-/* Node count, cache misses and compactions so far, and the shared site
-   cache's entries (for the tests). */
+/* Node count, node lookups that interned (cache_misses) and compactions
+   so far, and the buckets of the site tables' index (for the tests). */
 PyAPI_FUNC(void) _PyTraceMalloc_CCTStats(uint32_t *nnodes,
                                          uint64_t *cache_misses,
                                          uint64_t *compactions,
                                          size_t *cache_entries);
+/* The site tables and line maps: how many, and their bytes (OUT[0..3]:
+   tables, table bytes, maps, map bytes; for the tests and the memory
+   report). */
+PyAPI_FUNC(void) _PyTraceMalloc_FrameTableStats(size_t out[4]);
 /* One node of VIEW, for a reader: 0 for node 0 and a thread's root (no
    frame); else its parent, line, depth and filename characters (DATA NULL
    for '<unknown>'). */

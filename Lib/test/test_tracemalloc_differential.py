@@ -340,5 +340,34 @@ class GeneralPathTest(DifferentialTest):
     test_edges_sampling = None
 
 
+@unittest.skipIf(FUZZ is None, "Tools/fork/fuzz_differential.py not found")
+class KeyTableRuleTest(unittest.TestCase):
+    """The harness accepts a key table on another line than upstream's
+    (the fork re-traces key tables taken from their free list), and
+    nothing else."""
+
+    def flat(self, groups):
+        return {f"trace domain 0 lines {line}": FUZZ.json.dumps(v)
+                for line, v in groups.items()}
+
+    def test_moved_table_accepted(self):
+        size = FUZZ.KEY_TABLE_SIZE
+        fork = self.flat({"[5]": [8, 7 * 80 + size]})
+        pristine = self.flat({"[4]": [1, size], "[5]": [7, 7 * 80]})
+        self.assertEqual(FUZZ._moved_key_tables(fork, pristine), pristine)
+
+    def test_other_size_refused(self):
+        size = FUZZ.KEY_TABLE_SIZE
+        fork = self.flat({"[5]": [8, 7 * 80 + size + 8]})
+        pristine = self.flat({"[4]": [1, size], "[5]": [7, 7 * 80]})
+        self.assertEqual(FUZZ._moved_key_tables(fork, pristine), fork)
+
+    def test_one_group_of_another_size_refuses_all(self):
+        size = FUZZ.KEY_TABLE_SIZE
+        fork = self.flat({"[5]": [2, 2 * size], "[6]": [1, 48]})
+        pristine = self.flat({"[5]": [1, size], "[6]": [1, 56]})
+        self.assertEqual(FUZZ._moved_key_tables(fork, pristine), fork)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -53,6 +53,7 @@ OURS = [
     "test.test_tracemalloc_differential",  # issue 29: 3.1; skips w/o pristine
     "test.test_tracemalloc_leanpath",  # the lean paths' guard, both paths
     "test.test_tracemalloc_verdicts",  # issue 29: 3.2 (verdict matrix)
+    "test.test_tracemalloc_freelistsound",  # key tables re-traced on reuse
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
     "test_instruction_budgets", # Tools/fork/tests (callgrind)
