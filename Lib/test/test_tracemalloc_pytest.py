@@ -955,6 +955,16 @@ class SessionOutputTest(PytestHarness, unittest.TestCase):
             output.index("by first leaking site"):])
 
 
+# On 3.11, pytest's log capture makes every test grow a site in its
+# screened run (its per-phase record list lands in another site from one
+# run to the next, through the free list of lists): every test runs the
+# whole rounds, and the screen saves nothing there (the docs' "The
+# screen").  The tests of how many runs the screen saves need 3.12+.
+screen_saves_runs = unittest.skipIf(
+    sys.version_info < (3, 12),
+    "on 3.11 the screen saves no run under pytest (pytest's log capture)")
+
+
 class CheapGateTest(PytestHarness, unittest.TestCase):
     """The gate's cost: the screen, the bounded holder search, the cost in
     the session line, and what each of them must not change in the
@@ -1013,6 +1023,7 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
                                     (test["verdict"], test.get("runs"))
                                     for test in tests}
 
+    @screen_saves_runs
     def test_screen(self):
         self.write("test_gate.py", self.TESTS)
         returncode, output, verdicts = self.run_json()
@@ -1134,6 +1145,7 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
                 _kept.append(bytearray(300))
         """
 
+    @screen_saves_runs
     def test_screen_misses_late_leaks(self):
         # The screen's stated limit (the docs' "The screen"): a leak that
         # first grows after the screen's runs passes it; without the
@@ -1238,6 +1250,8 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
                      "test_caplog", "test_plain"):
             verdict, runs = verdicts[name]
             self.assertEqual(verdict, "checked", output)
+        if sys.version_info < (3, 12):
+            return          # see screen_saves_runs
         # os.environ's table, which pytest's PYTEST_CURRENT_TEST makes
         # rebuild once in a session, is the only step that may send a
         # clean test to the whole rounds.
