@@ -935,6 +935,28 @@ class LiveRecorder:
                         column[index] += value
         return tracebacks, sites
 
+    def rebase(self):
+        """Drop the rounds measured so far: the current totals are the
+        base of the next round."""
+        self._changes = {}
+        self._round_sizes = []
+        self._round_counts = []
+        self._measured = 0
+
+    def grown(self):
+        """The sites (file, line) of the workload whose memory grew, in
+        bytes or in blocks, over the measured rounds: the screen's test
+        (LeakCheck's *screen*).  A site, not a traceback: a dict whose
+        table a rerun rebuilds through another call path moves its bytes
+        from one traceback of its line to another, and grew in none.
+        Every growth counts, whoever's code made it: a test's leak may
+        be allocated by its runner's code alone (a builtin that the test
+        registers as a finalizer), so no runner's growth is excused.
+        Only the contexts that changed are kept: a few entries."""
+        _, sites = self._series()
+        return [site for site, (sizes, counts) in sites.items()
+                if sum(sizes) > 0 or sum(counts) > 0]
+
     def suspects(self, threshold):
         """The sites (and sites through one of their tracebacks) whose
         growth over the measured rounds is_suspect()."""
@@ -1010,11 +1032,15 @@ class LeakSite:
     were allocated at the site's line, the warm-up rounds' included.
     *retention_error* says why the search failed ("TypeError: ..."), else
     None: the report then says so under the site instead of a chain.
+    *retention_skipped*, when the search did not run for the site, says
+    why ("time budget": the pytest plugin's), else None: the report then
+    says "holder search skipped: ..." in place of a chain.
     """
 
     __module__ = 'tracemalloc.leaks'
     __slots__ = ('filename', 'lineno', 'sizes', 'counts', 'traceback',
-                 'domain', 'retention', 'retention_error')
+                 'domain', 'retention', 'retention_error',
+                 'retention_skipped')
 
     def __init__(self, filename, lineno, sizes, counts, traceback, domain=0,
                  retention=None):
@@ -1026,6 +1052,7 @@ class LeakSite:
         self.domain = domain
         self.retention = retention
         self.retention_error = None
+        self.retention_skipped = None
 
     @property
     def size(self):
@@ -1062,6 +1089,7 @@ class LeakSite:
             "retention": (None if self.retention is None
                           else self.retention.as_dict()),
             "retention_error": self.retention_error,
+            "retention_skipped": self.retention_skipped,
         }
 
     def format(self, frames=None, chains=None):
@@ -1119,6 +1147,12 @@ class LeakSite:
         if chains == 0:
             return []
         if retention is None:
+            skipped = self.retention_skipped
+            if skipped is not None:
+                # The search did not run for it (the pytest plugin's
+                # time budget): said, so that no chain is not taken for
+                # "no holder".
+                return [f"  holder search skipped: {skipped}"]
             if self.retention_error is None:
                 return []
             # Said, not hidden: the verdict stands, the chain is unknown.

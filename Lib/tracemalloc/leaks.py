@@ -47,6 +47,7 @@ import functools
 import gc
 import linecache
 import sys
+from time import perf_counter as _clock
 
 import tracemalloc
 from tracemalloc import _leakcore
@@ -163,6 +164,11 @@ class LeakCheck:
 
     *extend* rounds are added when some site is suspect after the *rounds*
     (see "Adaptive rounds" in Doc/library/tracemalloc.rst); 0: never.
+    With *screen* (a count, at most *rounds*), the check ends after the
+    warm-up and *screen* measured rounds when no site of the workload grew
+    in them, ignored sites included: nothing can be a leak, and the
+    verdict is clean (see "The screen" in Doc/library/tracemalloc.rst).
+    Otherwise it goes on as without a screen.  None or 0: no screen.
     With *freeze* true, the objects alive when the check starts are frozen
     (gc.freeze()) until it ends, so that its collections walk only what
     was made since.  *ignore* lists fnmatch patterns of "FILE:LINE" (or
@@ -187,10 +193,10 @@ class LeakCheck:
                  nframe=DEFAULT_NFRAME, cleanup=True, title=None,
                  keep_snapshots=False, harness_directories=(),
                  extend=DEFAULT_EXTEND, freeze=True, ignore=(),
-                 retention=True):
+                 retention=True, screen=None):
         for name, value in (("warmup", warmup), ("rounds", rounds),
                             ("extend", extend), ("nframe", nframe),
-                            ("min_rounds", min_rounds)):
+                            ("min_rounds", min_rounds), ("screen", screen)):
             # Counts: 2.0 or True would fail later, in the middle of a run.
             if value is not None and (type(value) is bool
                                       or not isinstance(value, int)):
@@ -202,6 +208,8 @@ class LeakCheck:
             raise ValueError("rounds must be >= 1")
         if extend < 0:
             raise ValueError("extend must be >= 0")
+        if screen is not None and screen < 0:
+            raise ValueError("screen must be >= 0")
         if min_rounds is None:
             min_rounds = 1
         if not 1 <= min_rounds <= rounds:
@@ -220,7 +228,14 @@ class LeakCheck:
         self.title = title
         self.keep_snapshots = keep_snapshots
         self.freeze = freeze
-        self.retention = bool(retention)
+        # True, False, or a callable that searches the sites of a report
+        # itself (the pytest plugin's: the sites it shows, shared between
+        # tests, within a time budget); it runs while tracing holds the
+        # sites' traces.
+        self.retention = retention if callable(retention) else bool(retention)
+        # The screen ends the check early only when it comes before the
+        # last measured round.
+        self.screen = screen if screen and screen < rounds else 0
         if isinstance(ignore, str):
             ignore = (ignore,)
         ignore = tuple(ignore)
@@ -233,6 +248,12 @@ class LeakCheck:
         self.first_snapshot = self.last_snapshot = None
         self.report = None
         self.extended = False
+        self.screened = False
+        # Seconds spent by the check's own work, by kind (see _timed()):
+        # "collect" (the collection before each reading), "totals" (the
+        # reading), "caches" (clear_caches()), "freeze" (gc.freeze() and
+        # unfreeze()), "search" (the holder search).
+        self.timings = {}
         self._iterator = None
         self._started_tracing = False
         self._base_index = -1
@@ -315,19 +336,35 @@ class LeakCheck:
     def _begin(self):
         self.report = None
         self.extended = False
+        self.screened = False
+        self.timings = {}
         self._base_index = -1
         self._target = self.rounds
+        # The screen's measured rounds: one more when something of the
+        # workload grew during the warm-up (see _end_screen()).
+        self._screen_at = self.screen
+        self._warmup_grew = None
         if not tracemalloc.is_tracing():
             tracemalloc.start(self.nframe)
             self._started_tracing = True
         self._guard = _leakcore.TracingGuard()
         self._ownership = _leakcore.Ownership(self.harness_directories)
+        start = _clock()
         self._freeze()
+        self._timed("freeze", start)
         if _leakcore.live_totals_available():
             self._recorder = _leakcore.LiveRecorder()
         else:
             # No live totals: a snapshot per round, and no extension.
             self._recorder = _leakcore.Recorder(self.rounds)
+        if self.screen and self.warmup and isinstance(
+                self._recorder, _leakcore.LiveRecorder):
+            # A reading before the warm-up, for the screen to know what
+            # the warm-up grew (not a measured round).
+            start = _clock()
+            self._recorder.record(self._ownership)
+            self._warmup_grew = False
+            self._timed("totals", start)
         if self.warmup == 0:
             self._snapshot(-1)
         else:
@@ -341,10 +378,12 @@ class LeakCheck:
 
     def _snapshot(self, index):
         self._guard.check()
+        start = _clock()
         if self.cleanup:
             clear_caches()
             if callable(self.cleanup):
                 self.cleanup()
+        start = self._timed("caches", start)
         # The finalizers that this collection runs (__del__, weakref
         # callbacks) are the workload's: it runs on the workload's call
         # line.  Automatic collections stay off while the checker works,
@@ -353,6 +392,7 @@ class LeakCheck:
         # that every snapshot sees them alike (the first one too).
         _leakcore.clear_free_lists()
         _leakcore.call_workload(gc.collect)
+        start = self._timed("collect", start)
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -369,7 +409,15 @@ class LeakCheck:
                 self.last_snapshot = snapshot
                 del snapshot
             recorder = self._recorder
-            if isinstance(recorder, _leakcore.LiveRecorder):
+            if (isinstance(recorder, _leakcore.LiveRecorder)
+                    and self._warmup_grew is not None
+                    and index == self.warmup - 1):
+                # The end of the warm-up, measured from before it.
+                grew = (not recorder.record(self._ownership)
+                        or bool(recorder.grown()))
+                self._warmup_grew = grew
+                recorder.rebase()
+            elif isinstance(recorder, _leakcore.LiveRecorder):
                 if not recorder.record(self._ownership):
                     # Call contexts renumbered: measure again from here.
                     if recorder.restarts > MAX_RESTARTS:
@@ -380,6 +428,8 @@ class LeakCheck:
                     self._base_index = index
                     if self.keep_snapshots:
                         self.first_snapshot = self.last_snapshot
+                elif self.screen and recorder.measured == self._screen_at:
+                    self._end_screen(recorder)
                 elif (not self.extended and self.extend
                         and recorder.measured == self.rounds
                         and self._suspects(recorder)):
@@ -392,12 +442,36 @@ class LeakCheck:
                 traces = tracemalloc._get_traces()
                 recorder.record(self._ownership, traces)
                 del traces
+            self._timed("totals", start)
             # Freed, the checker's untraced objects (trace tuples, the
             # changes of the round) go to the free lists: the next round
             # starts by emptying them.
         finally:
             if collecting:
                 gc.enable()
+
+    def _end_screen(self, recorder):
+        """The screen's verdict, after its measured rounds: when nothing
+        of the workload grew in them, the check ends, clean; when
+        something grew, the check goes on to its whole rounds.  A rerun
+        that grew nothing after a warm-up that grew (a cache filled on the
+        first call, or a leak on every other call whose measured call was
+        one without) gets one more measured round first."""
+        if recorder.grown():
+            return                      # the whole rounds
+        if (self._warmup_grew and self._screen_at == self.screen
+                and self._screen_at + 1 < self.rounds):
+            self._screen_at += 1
+            return
+        # Nothing of the workload grew: no site can leak.
+        self.screened = True
+        self._target = self._screen_at
+
+    def _timed(self, kind, start):
+        """Add the time since *start* to timings[*kind*]; return now."""
+        now = _clock()
+        self.timings[kind] = self.timings.get(kind, 0.0) + now - start
+        return now
 
     def _freeze(self):
         # The objects that exist when the check starts (the harness's,
@@ -438,7 +512,9 @@ class LeakCheck:
     def _stop_tracing(self):
         if getattr(self, '_froze', False):
             self._froze = False
+            start = _clock()
             gc.unfreeze()
+            self._timed("freeze", start)
         if self._started_tracing:
             self._started_tracing = False
             tracemalloc.stop()
@@ -453,6 +529,9 @@ class LeakCheck:
             options.update(confirm=self.extended,
                            extended=self.extend if self.extended else 0)
         report = self._recorder.report(**options)
+        if self.screened:
+            # No site of the workload grew in the screen's runs: clean.
+            report.sites = []
         if self.ignore:
             kept = []
             for site in report.sites:
@@ -467,10 +546,16 @@ class LeakCheck:
             # The search walks gc.get_objects(), which leaves out the
             # frozen objects: the containers that existed before the
             # check (a module's global dict or list) would not be seen.
+            start = _clock()
             if self._froze:
                 self._froze = False
                 gc.unfreeze()
-            _find_retention(report.sites)
+            start = self._timed("freeze", start)
+            if callable(self.retention):
+                self.retention(report)
+            else:
+                _find_retention(report.sites)
+            self._timed("search", start)
         return report
 
 

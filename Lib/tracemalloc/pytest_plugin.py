@@ -12,16 +12,18 @@ with ``-p tracemalloc.pytest_plugin``.  It does nothing until asked:
 * ``@pytest.mark.tracemalloc_leaks`` checks one test, or every test of a
   class or module (``pytestmark``); its keyword arguments are those of
   tracemalloc.leaks.LeakCheck (``warmup``, ``rounds``, ``extend``,
-  ``threshold``, ``min_rounds``, ``nframe``, ``ignore``);
+  ``threshold``, ``min_rounds``, ``nframe``, ``ignore``, ``screen``);
 * ``--tracemalloc-warmup``, ``--tracemalloc-rounds``,
   ``--tracemalloc-threshold`` (a size: ``1000``, ``1K``, ``2MB``) and
   ``--tracemalloc-nframe`` change the defaults, which a marker's arguments
   override; ``--tracemalloc-full-report`` shows every leaking site with its
   whole traceback instead of the top ones.
 
-A checked test runs warmup + rounds times (warmup + rounds + extend when
-some site is suspect after them), each run as pytest runs a test:
-setup, call, teardown.  Function-scoped fixtures are set up and torn down
+A checked test runs warmup + screen times (1 + 1 by default) when nothing
+of it grew in its measured run (the screen; one more run when its warm-up
+grew code of its own), warmup + rounds times otherwise (warmup + rounds +
+extend when some site is suspect after them), each run as pytest runs a
+test: setup, call, teardown.  Function-scoped fixtures are set up and torn down
 in every round (a fresh tmp_path, monkeypatch undone, caplog emptied), and
 so are unittest's setUp(), tearDown() and cleanups; fixtures of a wider
 scope (class, module, package, session) stay set up across the rounds and
@@ -39,8 +41,12 @@ A memory budget, ``@pytest.mark.tracemalloc_limit("24 MB")`` or
 of traced memory, over the call's start, exceeds it (see _Budgets).
 
 The session ends with one line, ``tracemalloc: N checked, N leaked, N not
-checked (...)``, whenever some test was to be checked; under pytest-xdist
-the verdicts travel with the test reports, so the controller prints it.
+checked (...)``, whenever some test was to be checked, with what the gate
+cost (``gate: 1.6x the tests' own time``); under pytest-xdist the verdicts
+and the costs travel with the test reports, so the controller prints it.
+The search for what holds a leaking test's objects runs for the sites
+that a report shows only, for each test, within a time budget (see
+_HolderSearch).
 """
 
 import contextlib
@@ -63,7 +69,15 @@ MARKER = "tracemalloc_leaks"
 SKIP_MARKER = "no_tracemalloc_leaks"
 LIMIT_MARKER = "tracemalloc_limit"
 OPTION_NAMES = ("warmup", "rounds", "extend", "threshold", "min_rounds",
-                "nframe", "ignore")
+                "nframe", "ignore", "screen")
+# The screen of a checked test (LeakCheck's *screen*): after its first run
+# (the warm-up) and this many measured runs, a test in which nothing grew
+# passes; the others run the whole rounds.  0: no screen.
+DEFAULT_SCREEN = 1
+# Seconds of holder search ("held by:" lines) per pytest run (per worker
+# under xdist); past them, a leak's failure message says the search was
+# skipped.
+DEFAULT_SEARCH_BUDGET = 10.0
 # The options that the command line and pyproject.toml also give, and that
 # are not plain values: the marker's ignore adds to theirs.
 CONFIG_TABLE = "tracemalloc"            # [tool.tracemalloc]
@@ -92,6 +106,7 @@ VERDICT_ATTRIBUTE = "tracemalloc_verdict"
 
 _marker_error_key = pytest.StashKey()
 _leaking_tests_key = pytest.StashKey()
+_search_key = pytest.StashKey()
 
 def _size(text):
     """A number of bytes, as the command line takes it: 1000, 64K, 1.5MB
@@ -109,6 +124,19 @@ def _size(text):
             f"must be a size in bytes such as 1000, 64KiB or 2MB, "
             f"not a number this large")
     return int(value)
+
+
+def _seconds(text):
+    """A number of seconds, 0 or more."""
+    import argparse
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds (0 or more), not {text!r}")
+    return value
 
 
 def _nframe(text):
@@ -176,6 +204,12 @@ def pytest_addoption(parser):
              f"leak after the measured rounds, to confirm it; 0: none "
              f"(default: {leaks.DEFAULT_EXTEND})")
     group.addoption(
+        "--tracemalloc-screen", type=_count(0), default=None, metavar="S",
+        help=f"after a test's first run and S measured runs, a test in "
+             f"which no site grew passes without the other rounds; 0: no "
+             f"screen, every checked test runs warmup + rounds times "
+             f"(default: {DEFAULT_SCREEN})")
+    group.addoption(
         "--tracemalloc-threshold", type=_size, default=None,
         metavar="SIZE",
         help=f"minimum growth per round of a leaking site, in bytes; "
@@ -211,6 +245,13 @@ def pytest_addoption(parser):
         help="do not search for what holds a leaking test's objects (the "
              "'held by:' chains of the failure and of the JSON report)")
     group.addoption(
+        "--tracemalloc-search-budget", type=_seconds, default=None,
+        metavar="SECONDS",
+        help=f"seconds of the session (of each worker under xdist) that "
+             f"the search for what holds leaking objects may take; past "
+             f"them, a failure says 'holder search skipped: time budget' "
+             f"(default: {DEFAULT_SEARCH_BUDGET:g})")
+    group.addoption(
         "--tracemalloc-full-report", action="store_true", default=False,
         help=f"show every leaking site with its whole traceback (default: "
              f"the top {SHOWN_SITES} sites, a few frames each)")
@@ -226,7 +267,7 @@ def pytest_configure(config):
         "markers",
         f"{MARKER}(warmup=W, rounds=R, extend=E, threshold=BYTES, "
         f"min_rounds=K, "
-        f"nframe=N): run the test in rounds and fail it when the memory "
+        f"nframe=N, screen=S): run the test in rounds and fail it when the memory "
         f"allocated at some line keeps rising (tracemalloc.leaks)")
     config.addinivalue_line(
         "markers",
@@ -291,6 +332,7 @@ def _check_options(item):
         options.update(marker_options)
     if ignore:
         options["ignore"] = ignore
+    options.setdefault("screen", DEFAULT_SCREEN)
     options["title"] = item.nodeid
     if config.getoption("tracemalloc_no_retention", False):
         options["retention"] = False
@@ -489,12 +531,29 @@ def _run_once(item, nextitem, keep_wider):
     return reports
 
 
+def _rebuild(table):
+    """Give the dict *table* a new table with the same entries, in the
+    same order, so that the deleted keys' slots no longer count towards
+    its next resize.  The entries stay what they were: growth of the
+    test's in them is still seen."""
+    entries = list(table.items())
+    table.clear()
+    table.update(entries)
+
+
 class _RoundState:
     """What a test run leaves on its item, put back before the next round:
     a rerun starts from what the first run saw.
 
     * the item's captured output and user properties (record_property),
       which pytest only ever appends to;
+    * the item's markers and keywords, which a test adds to with
+      request.node.add_marker() (request.applymarker()): kept, each
+      round's would be growth in every round;
+    * the item's stash (pytest's per-item store: caplog's records, the
+      xfail evaluation...), whose keys pytest sets and deletes in every
+      run: put back as a new dict, or the deleted keys' slots would make
+      its table grow again in some later run, a step that is no leak;
     * a doctest's namespace, which the doctest runner empties when the
       examples are done (pytest then fills it again from a copy of the
       module's namespace made at collection).
@@ -503,14 +562,59 @@ class _RoundState:
     def __init__(self, item):
         self.item = item
         self.user_properties = list(getattr(item, "user_properties", ()))
+        markers = getattr(item, "own_markers", None)
+        self.markers = list(markers) if isinstance(markers, list) else None
+        # NodeKeywords keeps the item's own keywords in a dict, and looks
+        # up its parent's for the others.
+        keywords = getattr(getattr(item, "keywords", None), "_markers", None)
+        self.keywords = (dict(keywords) if isinstance(keywords, dict)
+                         else None)
+        self.stash = self._stash_storage(item)
+        if self.stash is not None:
+            self.stash = dict(self.stash)
         dtest = getattr(item, "dtest", None)
         globs = getattr(dtest, "globs", None)
         self.globs = dict(globs) if isinstance(globs, dict) else None
+
+    @staticmethod
+    def _stash_storage(item):
+        storage = getattr(getattr(item, "stash", None), "_storage", None)
+        return storage if isinstance(storage, dict) else None
 
     def restore(self):
         item = self.item
         if hasattr(item, "user_properties"):
             item.user_properties[:] = self.user_properties
+        if self.markers is not None:
+            item.own_markers[:] = self.markers
+        if self.stash is not None:
+            storage = self._stash_storage(item)
+            storage.clear()
+            storage.update(self.stash)
+        # pytest's stack of the nodes set up, which each run pushes the
+        # item on and pops it off: rebuilt with the same entries (see
+        # _rebuild()), so that every run starts from the same table, not
+        # one whose deleted slots make it grow in some later run: a step
+        # that is no leak, and would fail the screen.
+        _rebuild(item.session._setupstate.stack)
+        # pytest's log capture keeps the records of the last phase run
+        # (a list that each phase replaces): emptied as each phase would,
+        # so that every run replaces the same lists.
+        logging_plugin = item.config.pluginmanager.get_plugin(
+            "logging-plugin")
+        for name in ("caplog_handler", "report_handler"):
+            handler = getattr(logging_plugin, name, None)
+            if callable(getattr(handler, "reset", None)):
+                handler.reset()
+        # os.environ's, in which pytest sets and deletes
+        # PYTEST_CURRENT_TEST in every run, likewise.
+        data = getattr(os.environ, "_data", None)
+        if type(data) is dict:
+            _rebuild(data)
+        if self.keywords is not None:
+            keywords = item.keywords._markers
+            keywords.clear()
+            keywords.update(self.keywords)
         sections = getattr(item, "_report_sections", None)
         if sections is not None:
             sections.clear()
@@ -600,10 +704,70 @@ def _finishes_finished_fixture(finalizer, item):
             and getattr(request, "_pyfuncitem", None) is item)
 
 
+class _HolderSearch:
+    """The search for what holds a leaking test's objects, for a session
+    (a worker under xdist): only for the sites that a failure message or
+    the JSON report shows, and within a time budget.  Each test's sites
+    are searched for that test: two tests that leak at the same line may
+    keep their objects in different places, so a chain found for one is
+    never shown for the other.  Called by the check, while tracing still
+    holds the sites' traces."""
+
+    # LeakSite.retention_skipped of a site past the budget: the failure
+    # message says "holder search skipped: time budget", the JSON report
+    # has it as "retention_skipped".
+    SKIPPED = "time budget"
+
+    def __init__(self, config):
+        self.config = config
+        budget = config.getoption("tracemalloc_search_budget", None)
+        self.budget = DEFAULT_SEARCH_BUDGET if budget is None else budget
+        self.spent = 0.0
+        self.searched = 0           # sites searched
+        self.skipped = 0            # sites past the budget
+
+    @classmethod
+    def of(cls, config):
+        search = config.stash.get(_search_key, None)
+        if search is None:
+            search = config.stash[_search_key] = cls(config)
+        return search
+
+    def shown_sites(self, item, report):
+        """The sites of *report* whose chains will be shown."""
+        config = self.config
+        if (config.getoption("tracemalloc_report", None)
+                or config.getoption("tracemalloc_full_report", False)):
+            return report.sites
+        limit = config.getoption("tracemalloc_max_reports", None)
+        leaking = item.session.stash.get(_leaking_tests_key, 0) + 1
+        if limit and leaking > limit:
+            return []           # the message is cut to the first site
+        return report.sites[:SHOWN_SITES]
+
+    def __call__(self, item, report):
+        from time import perf_counter
+        for site in self.shown_sites(item, report):
+            if self.spent >= self.budget:
+                site.retention_skipped = self.SKIPPED
+                self.skipped += 1
+                continue
+            start = perf_counter()
+            leaks._find_retention([site])
+            self.spent += perf_counter() - start
+            self.searched += 1
+
+
 def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
+    from time import perf_counter
+    begin = perf_counter()
     check = leaks.LeakCheck(**options)
+    search = _HolderSearch.of(item.config)
+    skipped = search.skipped
+    if check.retention is True:
+        check.retention = functools.partial(search, item)
     # Ignore patterns match the location that the report shows (a
     # doctest's example by its file and line).
     check._locate = functools.partial(_located, item)
@@ -612,29 +776,50 @@ def _run_checked(item, nextitem, options):
     counts = _finalizer_counts(item)
     reports = None
     index = 0
+    own = 0.0               # the first run: the test's own time
+    reruns = [0.0, 0.0, 0.0]    # the others: bodies, fixtures, the rest
     rounds = iter(check)
     try:
-        for index in rounds:
-            if index:
+        # The collection that ends each round (the check's, when the loop
+        # asks for the next round) frees the round's objects: their
+        # warnings (a ResourceWarning for a file or an event loop left
+        # open in a cycle) are the round's, caught here as _run_round()
+        # catches those of the round's run.  Given to pytest, they would
+        # be kept in its list of the test's warnings, their objects with
+        # them, until the test ends: growth in every round.
+        with warnings.catch_warnings(record=True) as collected:
+            for index in rounds:
+                # Those of the previous round: not the last round's.
+                collected.clear()
+                # Every round starts from the same state, the first too.
                 state.restore()
-            reports = _run_round(item, nextitem, False, checked=True,
-                                 caught=caught)
-            if not all(report.passed for report in reports):
-                if all(report.passed for report in reports[:-1]):
-                    # Only the item's own teardown ran, and failed.
-                    _finish_teardown(item, nextitem, reports[-1])
-                break
-            # The last round's too: the snapshot that ends it sees the
-            # fixtures of a wider scope set up.
-            _drop_stale_finalizers(item, counts)
-            # The reports of every round that passed are kept until the
-            # next round replaces them: those of the last round are the
-            # test's, and which round is the last is not known while it
-            # runs (the check adds rounds when a site is suspect).  Kept in
-            # the last round only, they were growth in it, enough to make
-            # the test suspect; replaced each round, their level is flat.
-        else:
-            index = check.planned_rounds
+                start = perf_counter()
+                reports = _run_round(item, nextitem, False, checked=True,
+                                     caught=caught)
+                took = perf_counter() - start
+                if index:
+                    _add_rerun(reruns, reports, took)
+                else:
+                    own = took
+                if not all(report.passed for report in reports):
+                    if all(report.passed for report in reports[:-1]):
+                        # Only the item's own teardown ran, and failed.
+                        _finish_teardown(item, nextitem, reports[-1])
+                    break
+                # The last round's too: the snapshot that ends it sees the
+                # fixtures of a wider scope set up.
+                _drop_stale_finalizers(item, counts)
+                # The reports of every round that passed are kept until the
+                # next round replaces them: those of the last round are the
+                # test's, and which round is the last is not known while it
+                # runs (the check adds rounds when a site is suspect).  Kept in
+                # the last round only, they were growth in it, enough to make
+                # the test suspect; replaced each round, their level is flat.
+            else:
+                index = check.planned_rounds
+            # The last round's (ended by a collection), given to pytest
+            # with those of its run.
+            caught.extend(collected)
     except leaks.LeakCheckError as error:
         if reports is None:
             # Refused before the first round (tracing is sampling): the
@@ -696,8 +881,46 @@ def _run_checked(item, nextitem, options):
                            location=f"{first.filename}:{first.lineno}",
                            sites=str(len(report.sites)), runs=str(total),
                            **extra)
+    verdict["cost"] = _cost(check, own, reruns, perf_counter() - begin)
+    if search.skipped > skipped:
+        verdict["search_skipped"] = str(search.skipped - skipped)
     setattr(reports[-1], VERDICT_ATTRIBUTE, verdict)
     return reports
+
+
+# What a checked test's time went to (the verdict's "cost"): its first run
+# ("own", as pytest would run it, traced), the other runs' test bodies,
+# their fixtures (setup and teardown), and the rest of those runs (pytest's
+# reports, the plugin's work between runs); the check's own work by kind
+# (LeakCheck.timings); "total", the whole check.
+COST_FIELDS = ("own", "total", "bodies", "fixtures", "runs_other",
+               "collect", "totals", "caches", "freeze", "search")
+
+
+def _add_rerun(reruns, reports, took):
+    """Add a run after the first, which took *took* seconds and gave
+    *reports*, to *reruns* (bodies, fixtures, the rest)."""
+    body = fixtures = 0.0
+    for report in reports:
+        duration = getattr(report, "duration", 0.0) or 0.0
+        if report.when == "call":
+            body += duration
+        else:
+            fixtures += duration
+    reruns[0] += body
+    reruns[1] += fixtures
+    reruns[2] += max(took - body - fixtures, 0.0)
+
+
+def _cost(check, own, reruns, total):
+    """The verdict's "cost": COST_FIELDS=seconds, space-separated."""
+    timings = check.timings
+    values = [own, total, *reruns,
+              *(timings.get(kind, 0.0)
+                for kind in ("collect", "totals", "caches", "freeze",
+                             "search"))]
+    return " ".join(f"{name}={value:.6f}"
+                    for name, value in zip(COST_FIELDS, values))
 
 
 def _drop_xfail(report):
@@ -901,6 +1124,7 @@ def _display_site(item, site):
                            site.domain, site.retention)
     # A search that failed is said in the message too (s38 review, G3).
     shown.retention_error = getattr(site, 'retention_error', None)
+    shown.retention_skipped = getattr(site, 'retention_skipped', None)
     return shown
 
 
@@ -944,6 +1168,8 @@ class _Summary:
         self.ignored = {}           # pattern: leaking sites it left out
         self.report_path = config.getoption("tracemalloc_report", None)
         self.json_tests = []        # the JSON report's "tests"
+        self.cost = dict.fromkeys(COST_FIELDS, 0.0)  # seconds, summed
+        self.search_skipped = 0     # sites past the search's time budget
 
     def pytest_runtest_logreport(self, report):
         verdict = getattr(report, VERDICT_ATTRIBUTE, None)
@@ -952,6 +1178,11 @@ class _Summary:
         status = verdict.get("status")
         if status in ("checked", "leaked"):
             self.runs += int(verdict.get("runs", 0))
+            for field in verdict.get("cost", "").split():
+                name, _, value = field.partition("=")
+                if name in self.cost:
+                    self.cost[name] += float(value)
+            self.search_skipped += int(verdict.get("search_skipped", 0))
         for pattern in filter(None, verdict.get("ignored", "").split("\n")):
             self.ignored[pattern] = self.ignored.get(pattern, 0) + 1
         if self.report_path:
@@ -1064,7 +1295,38 @@ class _Summary:
             # How much the adaptive rounds cost: a test runs warmup +
             # rounds times, more when a site was suspect.
             line += f"; {self.runs / self.checked:.1f} runs per checked test"
+        cost = self.cost
+        if cost["own"] > 0:
+            # What the gate cost, as a factor of the checked tests' own
+            # time (their first runs), and the holder search's share.
+            factor = cost["total"] / cost["own"]
+            line += f"; gate: {factor:.1f}x the tests' own time"
+            if cost["search"] or self.search_skipped:
+                share = cost["search"] / cost["total"] * 100
+                line += f", holder search {share:.0f}% of it"
+                if self.search_skipped:
+                    line += (f" ({self.search_skipped} site"
+                             f"{'s' if self.search_skipped > 1 else ''} "
+                             f"skipped: time budget)")
         return line
+
+    def cost_lines(self):
+        """Where the checked tests' time went (-v), in seconds."""
+        cost = self.cost
+        other = cost["total"] - sum(cost[name] for name in COST_FIELDS
+                                    if name != "total")
+        parts = [("first runs", cost["own"]),
+                 ("other runs' bodies", cost["bodies"]),
+                 ("their fixtures", cost["fixtures"]),
+                 ("their pytest reports", cost["runs_other"]),
+                 ("collections", cost["collect"]),
+                 ("live totals", cost["totals"]),
+                 ("caches", cost["caches"]),
+                 ("freeze", cost["freeze"]),
+                 ("holder search", cost["search"]),
+                 ("plugin", max(other, 0.0))]
+        return [f"tracemalloc: gate cost {cost['total']:.2f} s: " + ", ".join(
+            f"{name} {value:.2f} s" for name, value in parts)]
 
     def pytest_terminal_summary(self, terminalreporter):
         enabled = (self.config.getoption("tracemalloc_leaks")
@@ -1075,6 +1337,9 @@ class _Summary:
             self._write_sites(terminalreporter)
         if self.report_path and not hasattr(self.config, "workerinput"):
             self._write_json(terminalreporter)
+        if self.config.getoption("verbose", 0) > 0 and self.cost["own"]:
+            for line in self.cost_lines():
+                terminalreporter.write_line(line)
         terminalreporter.write_sep("-", self.summary_line())
 
 
