@@ -1288,6 +1288,24 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.assertIn("ResourceWarning", output)
         self.assertRegex(output, r"\b2 passed, [23] warnings\b")
 
+    def test_printing_with_output_not_captured(self):
+        # With -s or --capture=tee-sys and the output a pipe (as in CI),
+        # what a test prints waits in the stream's pending list until
+        # 8 KiB: bounded, and flushed before each measurement.
+        self.write("test_gate.py", """\
+            def test_prints():
+                print("line " + "p" * 300)
+
+            def test_prints_small():
+                print("short line")
+            """)
+        for capture in ("-s", "--capture=tee-sys"):
+            with self.subTest(capture=capture):
+                returncode, output, verdicts = self.run_json(capture)
+                self.assertEqual(returncode, 0, output)
+                for name in ("test_prints", "test_prints_small"):
+                    self.assertEqual(verdicts[name][0], "checked", output)
+
     def test_what_the_test_keeps_of_pytests_api(self):
         # What a test keeps of pytest's own API (pytest.approx, marks) is
         # allocated in pytest's code, under the test's frame: the test's,

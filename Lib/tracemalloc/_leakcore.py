@@ -51,6 +51,21 @@ def clear_free_lists():
     if clear is not None:
         clear()
 
+def flush_std_streams():
+    """Flush the standard streams.  A text stream keeps what was written
+    to it in a list until the list reaches its chunk size (8 KiB): a clean
+    workload that prints, with output not captured (pytest -s, tee-sys,
+    a pipe), would otherwise show that list growing from round to round
+    until it happens to flush."""
+    for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
+        stream = getattr(sys, name, None)
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
 DEFAULT_NFRAME = 25
 
 

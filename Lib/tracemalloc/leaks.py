@@ -390,6 +390,7 @@ class LeakCheck:
         # so that no finalizer runs under the checker's own lines.  The
         # free lists are emptied first, as at the start of each round, so
         # that every snapshot sees them alike (the first one too).
+        _leakcore.flush_std_streams()
         _leakcore.clear_free_lists()
         _leakcore.call_workload(gc.collect)
         start = self._timed("collect", start)
