@@ -897,7 +897,7 @@ PyDoc_STRVAR(keep_in_static_doc,
 "keep_in_static($module, obj, /)\n--\n\n"
 "Keep a strong reference to OBJ in a C static, as a leaking extension\n"
 "would (None drops it); return the object kept before.  The retention\n"
-"search sees no Python referrer for OBJ (issue 30).");
+"search sees no Python referrer for OBJ.");
 
 static PyObject *kept_in_static = NULL;
 

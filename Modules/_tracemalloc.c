@@ -1968,7 +1968,7 @@ tracemalloc_clear_free_lists(PyObject *module, PyObject *Py_UNUSED(ignored))
 /* Retention paths (who holds objects alive): a file of its own. */
 #include "_tracemalloc_retention.c"
 
-/* ---- issue 31: the live totals per call context, for the leak checker -- */
+/* ---- the live totals per call context, for the leak checker ------------- */
 
 /* A state: the totals of every (domain, node) with blocks, sorted by
    (domain, node), and a pin of the tree, which keeps node ids stable
@@ -2149,7 +2149,7 @@ done:
     return result;
 }
 
-/* Written by hand, as start(): issue 33's allocation totals. */
+/* Written by hand, as start(): the allocation profiles' totals. */
 PyDoc_STRVAR(tracemalloc_get_allocated__doc__,
 "_get_allocated($module, /, *, threads=False)\n"
 "--\n"
@@ -2177,7 +2177,7 @@ tracemalloc_get_allocated(PyObject *module, PyObject *args, PyObject *kwargs)
     return export_ex(EXPORT_ALLOCATED, threads, 1);
 }
 
-/* Written by hand, as start(): issue 33's labels. */
+/* Written by hand, as start(): the columns with context labels. */
 PyDoc_STRVAR(tracemalloc_get_labelled__doc__,
 "_get_labelled($module, /, *, peak=False, allocated=False)\n"
 "--\n"

@@ -57,7 +57,7 @@ engine_reset_unlocked(void)
     /* The fresh block was the last resize of a run, or of the traces
        just cleared: its free may since have gone unseen (tracing off, or
        an inline free in sampling mode), and another object may land at
-       its address (issue 29, item 1.2). */
+       its address. */
     fresh_reset();
 }
 
@@ -174,8 +174,8 @@ _PyTraceMalloc_StartupNative(void)
    EXPLICIT: the caller asked for that mode (start(sample=...)): while
    tracing in the other mode, that is an error; otherwise (start()) the
    running mode goes on, as upstream's start() leaves tracing alone.
-   ALLOCATIONS: 1 to keep the allocation totals of every call path (issue
-   33's allocation profiles), 0 not to, -1 not asked (0 when starting;
+   ALLOCATIONS: 1 to keep the allocation totals of every call path (the
+   allocation profiles), 0 not to, -1 not asked (0 when starting;
    while tracing, asking for the other setting is an error). */
 int
 _PyTraceMalloc_StartSampled(int max_nframe, uint64_t sample, int explicit,

@@ -1,4 +1,4 @@
-/* The dump threshold (issue 33, item 4): a profile before the OOM killer.
+/* The dump threshold: a profile before the OOM killer.
  *
  * tracemalloc.dump_over(SIZE) (or -X tracemalloc_dump_over=SIZE) sets
  * tm.dumpover.next.  totals_add() compares traced memory with it after

@@ -327,7 +327,7 @@ static struct {
                                        the GIL, for the tests */
     } lock;
 
-    /* The dump threshold (tracemalloc_dumpover.c, issue 33 item 4):
+    /* The dump threshold (tracemalloc_dumpover.c):
        when traced memory reaches `next`, `crossed` records it, `next`
        doubles and a pending call asks the main thread to write a
        profile.  next: UINT64_MAX when off.  Protected by the engine
@@ -340,7 +340,7 @@ static struct {
         int on_memory_error;        /* dump at the next MemoryError */
     } dumpover;
 
-    /* Context labels (tracemalloc_labels.c, issue 33 item 5).  Written
+    /* Context labels (tracemalloc_labels.c).  Written
        and read with the GIL.  var: the ContextVar whose value is the
        current label set (a str, or None), given once by the package;
        task_hook: the package's function that labels a new asyncio task,

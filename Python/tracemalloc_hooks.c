@@ -192,7 +192,7 @@ trace_add_ex(unsigned int domain, void *ptr, size_t size, int gil_held,
                 /* Only the mem and obj domains, with the GIL: objects
                    are made there.  Not the raw domain, even with the GIL
                    held: its free may come without the GIL, which may not
-                   clear the fresh block (issue 29, item 1.3). */
+                   clear the fresh block. */
                 fresh_block = (uintptr_t)ptr;
             }
         }
@@ -435,7 +435,7 @@ exact_malloc(PyMemAllocatorEx *alloc, size_t size, int gil_held)
    inline entry points send every call here, with the countdown left
    alone.  1 if an allocation of SIZE bytes is not sampled: it is one the
    user allocator makes for itself while serving a call (left off the
-   countdown, as exact mode leaves it untraced: issue 29, item 1.4), or
+   countdown, as exact mode leaves it untraced), or
    the countdown did not run out within it.  0: go on as the inline path
    does when the countdown ran out. */
 static inline int

@@ -1,4 +1,4 @@
-/* Context labels (issue 33 item 5): which request, tenant or asyncio task
+/* Context labels: which request, tenant or asyncio task
  * an allocation was made for.
  *
  * The package keeps the current label set in a ContextVar, as a str (its

@@ -24,7 +24,7 @@ atomic_int _PyTraceMalloc_foreign;
 /* 1 while the GIL side may fence with a compiler barrier only.  Written
    by a caller without the GIL (LockOwnGIL(), the heavy barrier's
    fallback) and by the fork and start handlers, read by every GIL holder
-   as it enters: a relaxed atomic (issue 29, item 1.5). */
+   as it enters: a relaxed atomic. */
 atomic_int _PyTraceMalloc_asymmetric;
 /* This thread holds the lock's side without the GIL (foreign_lock): the
    native interposers leave whatever it allocates meanwhile alone (N3),
@@ -302,7 +302,7 @@ tm_atfork_child(void)
        parent thread's root node (I12).  A new generation makes them link
        again, under the child's own root (I4). */
     generation_bump();
-    /* Pre-fork workers must not sample alike (issue 29, item 1.5). */
+    /* Pre-fork workers must not sample alike. */
     sample_after_fork();
     nf_after_fork();
     /* membarrier registration is per process: register the child too. */

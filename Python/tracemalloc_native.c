@@ -1,4 +1,4 @@
-/* Native memory (issue 32): the interposers of the C allocator family and
+/* Native memory: the interposers of the C allocator family and
  * of anonymous mmap(), and the native domain they trace into.
  *
  * The interpreter's executable defines malloc(), free() and the rest of

@@ -1,4 +1,4 @@
-/* Native frames (issue 32, item 4): the C call stack of a native trace,
+/* Native frames: the C call stack of a native trace,
  * captured at allocation time, interned in the call-context tree, spliced
  * into the Python traceback and symbolised at snapshot time.
  *

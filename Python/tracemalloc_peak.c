@@ -614,7 +614,7 @@ peak_renumber(const uint32_t *remap, uint32_t old_count, uint32_t new_count,
     }
 }
 
-/* ---- issue 31: the live totals, for the leak checker's rounds ---------- */
+/* ---- the live totals, for the leak checker's rounds --------------------- */
 
 static int
 live_group_compare(const void *a, const void *b)

@@ -50,7 +50,7 @@ sample_interval(void)
     /* A hook runs because its entry point saw the mode word set; start()
        stores that word with release after the interval, so that a thread
        without the GIL on a weakly ordered CPU cannot see sampling mode
-       with an interval of 0 (issue 29, item 1.5).  No instruction on
+       with an interval of 0.  No instruction on
        x86-64. */
 #ifdef _PyTraceMalloc_ATOMIC_READS
     /* ThreadSanitizer does not model fences: the same as a load. */
@@ -75,7 +75,7 @@ static _Thread_local uint32_t sample_epoch;
    sample_crossed() at least every SAMPLE_CHECK_BYTES bytes it allocates.
    That is when it sees a new epoch: a thread that drew a distance of 2^40
    bytes under one start() draws afresh within 64 KiB of the next start()
-   or seed, instead of being estimated at 0 (issue 29, item 1.1).  The
+   or seed, instead of being estimated at 0.  The
    inline countdown is unchanged; a thread pays one slow-path call per
    64 KiB only while its interval is larger than that. */
 #define SAMPLE_CHECK_BYTES ((int64_t)1 << 16)

@@ -229,7 +229,7 @@ _PyTraceMalloc_ReadSignalOption(const PyConfig *config, const char **error)
     return 0;
 }
 
-/* What the dump options asked for (issue 33, item 4): a threshold in
+/* What the dump options asked for: a threshold in
    bytes (0: none), and the dump on the first MemoryError. */
 static struct {
     uint64_t size;

@@ -596,12 +596,12 @@ extern int _PyTraceMalloc_PeakCopy(_PyTraceMalloc_PeakGroup **groups,
 /* The same for what is live now, sorted by (domain, node), and the
    engine's generation, with VIEW pinned PINS times: node ids keep their
    meaning while a pin is held and the generation stays the same (the leak
-   checker's rounds, issue 31). */
+   checker's rounds). */
 extern int _PyTraceMalloc_LiveCopy(_PyTraceMalloc_PeakGroup **groups,
                                    size_t *count, uint32_t *generation,
                                    _PyTraceMalloc_CCTView *view, int pins);
 /* The same for what was allocated since start() or clear_traces(), freed
-   or not (issue 33's allocation profiles); -2 (no exception) when tracing
+   or not (the allocation profiles); -2 (no exception) when tracing
    did not start with allocations=True. */
 extern int _PyTraceMalloc_AllocCopy(_PyTraceMalloc_PeakGroup **groups,
                                     size_t *count,

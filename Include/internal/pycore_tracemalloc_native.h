@@ -8,7 +8,7 @@ extern "C" {
 #  error "this header requires Py_BUILD_CORE define"
 #endif
 
-/* Native memory (issue 32): what code outside Python's allocator API
+/* Native memory: what code outside Python's allocator API
  * allocates, traced in a domain of its own.
  *
  *  file                              concern
