@@ -115,8 +115,8 @@ def _ensure_tracing(parser, nframe):
     A restart keeps the sampling interval of the process (-X
     tracemalloc_sample, PYTHONTRACEMALLOCSAMPLE) and its native tracing
     and native frames (-X tracemalloc_native): -n changes the frame limit
-    only, it does not turn a sampled process into an exact one (issue 29,
-    2.13), nor turn native tracing off."""
+    only, it does not turn a sampled process into an exact one, nor turn
+    native tracing off."""
     sample = None
     native = {}
     if is_tracing():
@@ -149,8 +149,8 @@ def _check_html_report_module(parser):
     missing report module is said at once, not after a long run.  It finds
     the module without importing it: the report module imports json and
     re, and had the tool imported them before the target ran, the target's
-    own imports of them would cost nothing and leave its report (issue 21:
-    "of 59 sites" with --html became "of 11 sites").
+    own imports of them would cost nothing and leave its report (with --html,
+    "of 59 sites" became "of 11 sites").
     """
     import importlib.util
 
@@ -170,8 +170,8 @@ def _check_html_report_module(parser):
 def _output_problem(path):
     """Why *path* cannot be written as an output file, or None.
 
-    Said before the target runs (issue 29, 2.14), so that a long run does
-    not end in an error.  An existing regular file is opened for writing
+    Said before the target runs, so that a long run does not end in an
+    error.  An existing regular file is opened for writing
     without truncating it, which is refused as open(path, 'w') would be; a
     new file needs its directory to exist and be writable.  Anything else
     (a device, a FIFO) is left to the write itself.
@@ -514,7 +514,7 @@ def _format_run_report(stats, options, traceback_limit, file):
             if getattr(options, "peak", False) else "still held at exit")
     if getattr(options, "peak", False) and tracemalloc.get_sample():
         # A sampled peak is the highest value that a noisy estimate
-        # reached: it overstates the true peak (issue 29, 2.12).
+        # reached: it overstates the true peak.
         when = ("live at the sampled peak of traced memory (an upper "
                 "bound: the highest the estimate reached)")
     if not grown:
@@ -1037,8 +1037,8 @@ def command_leaks(argv):
         _check_output(parser, "--html", options.html)
     sample = tracemalloc.get_sample() if is_tracing() else None
     if sample is not None:
-        # Said before the target is loaded: it never runs (issue 29, 2.13
-        # and 2.20; -n must not turn the process exact behind its back).
+        # Said before the target is loaded: it never runs (-n must
+        # not turn the process exact behind its back).
         parser.exit(EXIT_USAGE,
                     f"{parser.prog}: error: tracemalloc is sampling (one "
                     f"sample per {sample} bytes on average) and a leak "
@@ -1100,7 +1100,7 @@ def command_leaks(argv):
         if (isinstance(exc, leaks.LeakCheckError)
                 and _skip_runner_frames(exc.__traceback__) is None):
             # The checker's own refusal (tracing stopped or cleared while
-            # it ran), not an error of the target (issue 29, 2.20).
+            # it ran), not an error of the target.
             print(f"{parser.prog}: error: the leak check gave no verdict "
                   f"(LeakCheckError): {exc}", file=report_file)
             return EXIT_USAGE
@@ -1139,7 +1139,7 @@ def command_leaks(argv):
                         leaks=report.sites or None)
         except OSError as exc:
             # The verdict stands; a clean check whose report was asked
-            # for and not written is no success (issue 29, 2.14).
+            # for and not written is no success.
             _write_failed(parser, options.html, exc, report_file)
             return EXIT_LEAK if report else EXIT_USAGE
     return EXIT_LEAK if report else EXIT_OK
@@ -1190,7 +1190,7 @@ def _format_stat_lines(rank, stat, group_by, amount):
         return lines
     if not len(stat.traceback):
         # A made-up snapshot's trace without frames (the engine gives a
-        # frameless allocation the frame <unknown>:0): issue 29, 2.17.
+        # frameless allocation the frame <unknown>:0).
         return [f"#{rank}: <no traceback>: {amount}"]
     frame = stat.traceback[0]
     if group_by == "filename":
@@ -1329,7 +1329,7 @@ def command_html(argv):
     if options.base is not None:
         base = _load_snapshot(parser, options.base)
         try:
-            # Exact against sampled, or two intervals (issue 29, 2.19).
+            # Exact against sampled, or two intervals: refused.
             tracemalloc._check_same_sampling(snapshot, base,
                                              "take the difference of")
         except ValueError as exc:
@@ -1376,7 +1376,7 @@ def command_pprof(argv):
     if options.base is not None:
         base = _load_snapshot(parser, options.base)
         try:
-            # Exact against sampled, or two intervals (issue 29, 2.19).
+            # Exact against sampled, or two intervals: refused.
             tracemalloc._check_same_sampling(snapshot, base,
                                              "take the difference of")
         except ValueError as exc:

@@ -2,7 +2,7 @@
 
 Shared by the pytest plugin (@pytest.mark.tracemalloc_limit,
 --tracemalloc-limit), tracemalloc.testing.memory_limit() and
-``python -m tracemalloc run --fail-over-peak`` (issue 31, item 6).
+``python -m tracemalloc run --fail-over-peak``.
 
 The measured peak is the *increase* of traced memory over the start of the
 call: reset_peak() and the current size when the call starts, the peak of

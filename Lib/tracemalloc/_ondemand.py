@@ -136,7 +136,7 @@ def _report(message):
         return
     try:
         # One write of the whole line: print() writes the newline apart,
-        # and another thread's message could land between (issue 29, 2.20).
+        # and another thread's message could land between.
         stream.write(f"tracemalloc: {message}\n")
         stream.flush()
     except Exception:

@@ -560,8 +560,8 @@ def decode(cls, data):
 
     # An attribute named as a method (statistics, dump) or any other
     # descriptor of the class would hide it: the snapshot would load and
-    # then fail (issue 29, 2.17).  A plain class-level value (a subclass's
-    # default) may be set per instance.
+    # then fail.  A plain class-level value (a subclass's default) may be
+    # set per instance.
     for name in attributes:
         try:
             shadowed = getattr(cls, name)
@@ -879,7 +879,7 @@ def write(filename, data):
         # A file that open(filename, 'wb') refuses (mode 0444 for a user
         # other than root, an immutable or append-only file) is refused
         # here too, with the error that open() gives: the rename would
-        # replace it, although the directory allows it (issue 29, 2.16).
+        # replace it, although the directory allows it.
         # Opening for writing without O_TRUNC changes nothing in it.
         try:
             fd = os.open(filename, os.O_WRONLY | getattr(os, 'O_BINARY', 0)

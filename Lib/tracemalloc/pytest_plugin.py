@@ -1344,7 +1344,7 @@ class _Summary:
 
 
 # --------------------------------------------------------------------------
-# Memory budgets (issue 31, item 6)
+# Memory budgets
 
 def _limit(text):
     """--tracemalloc-limit's SIZE."""
