@@ -46,13 +46,13 @@ OURS = [
     "test.test_tracemalloc_edgecases",
     "test.test_tracemalloc_subinterp",
     "test.test_tracemalloc_sampling",
-    "test.test_tracemalloc_sampledsound",  # issue 29: 2.4 2.9-2.12 2.19
-    "test.test_tracemalloc_soundness",  # issue 29: engine items 1.x
-    "test.test_tracemalloc_clisound",  # issue 29: 2.13 2.14 2.16-2.18 2.20
-    "test.test_tracemalloc_leaksound",  # issue 29: 2.1 2.5-2.8 2.15
-    "test.test_tracemalloc_differential",  # issue 29: 3.1; skips w/o pristine
+    "test.test_tracemalloc_sampledsound",  # sampled peaks, comparisons
+    "test.test_tracemalloc_soundness",  # engine soundness
+    "test.test_tracemalloc_clisound",  # the CLI's refusals
+    "test.test_tracemalloc_leaksound",  # the leak checker's verdicts
+    "test.test_tracemalloc_differential",  # skips w/o pristine
     "test.test_tracemalloc_leanpath",  # the lean paths' guard, both paths
-    "test.test_tracemalloc_verdicts",  # issue 29: 3.2 (verdict matrix)
+    "test.test_tracemalloc_verdicts",  # the verdict matrix
     "test.test_tracemalloc_freelistsound",  # key tables re-traced on reuse
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
@@ -65,21 +65,21 @@ OURS = [
     "test.test_tracemalloc_html",   # skips without chromium/chromedriver
     "test.test_tracemalloc_cli",
     "test.test_tracemalloc_pprof",  # each reader skips when missing
-    "test.test_tracemalloc_attach",  # issue 33 items 1, 2; readers skip when missing
-    "test.test_tracemalloc_allocations",  # issue 33 item 3
-    "test.test_tracemalloc_labels",  # issue 33 item 5
-    "test.test_tracemalloc_dumpover",  # issue 33 item 4
+    "test.test_tracemalloc_attach",  # readers skip when missing
+    "test.test_tracemalloc_allocations",  # allocation profiles
+    "test.test_tracemalloc_labels",  # context labels
+    "test.test_tracemalloc_dumpover",  # the dump threshold
     "test.test_tracemalloc_leaks",  # pytest part skips without python3-pytest
     "test.test_tracemalloc_pytest",  # skips without python3-pytest(-xdist)
-    "test.test_tracemalloc_pytestsound",  # issue 29: 2.2 2.3; skips likewise
-    "test.test_tracemalloc_budgets",  # issue 31: 6, 8 (junitxml); skips likewise
-    "test.test_tracemalloc_retention",  # issue 30; oracle skips w/o objgraph
-    "test.test_tracemalloc_dist",   # issue 31 item 9: make test makes dist
+    "test.test_tracemalloc_pytestsound",  # skips likewise
+    "test.test_tracemalloc_budgets",  # budgets, junitxml; skips likewise
+    "test.test_tracemalloc_retention",  # oracle skips w/o objgraph
+    "test.test_tracemalloc_dist",   # make test makes dist
     "test_patch_deletions",     # Tools/fork/tests
     "test.test_tracemalloc_parity",  # skips without the base's pristine
     "test.test_tracemalloc_abi",    # 3.13 only; skips without pristine
-    "test.test_tracemalloc_native",  # issue 32: native memory
-    "test.test_tracemalloc_nativeframes",  # issue 32 item 4: C frames
+    "test.test_tracemalloc_native",  # native memory
+    "test.test_tracemalloc_nativeframes",  # C frames
 ]
 
 # `make test-real-suites` (--only real-suites): the pytest plugin on slices
