@@ -154,22 +154,23 @@ typedef struct {
    unit mapped to the index of its line's run of instructions (neighbouring
    location entries of one line are one run), and each run's line.  Unit 0
    of `idx` is the offset -1 (before the first instruction: the code's
-   first line).  Runs past MAP_DECODE share index MAP_DECODE, whose line is
-   decoded again at each use.  Holds no node and no filename: compaction
+   first line).  The last entry is the one of the units whose
+   line is decoded again at each use: those the table does not reach (a
+   table shorter than its code) and the runs past MAP_DECODE.  Holds no node and no filename: compaction
    keeps it; it dies with its code object (_PyTraceMalloc_CodeFreed()). */
 typedef struct cct_code_map {
     struct cct_code_map *next;  /* in its bucket of the map index */
     const PyCodeObject *code;
     size_t bytes;
     int *lines;                 /* by run index: the line, 0 if none */
-    uint32_t nruns;             /* runs, with MAP_DECODE's if used */
+    uint32_t nruns;             /* runs, the decode entry (nruns - 1) last */
     /* Its code's site tables made since the tables were last freed
        (valid while tables_gen is the index's): stale when it dies. */
     uint32_t ntables;
     uint32_t tables_gen;
     uint16_t idx[];             /* by code unit + 1: the run index */
 } cct_code_map;
-#define MAP_DECODE 0xFFFF
+#define MAP_DECODE 0xFFFF     /* the largest decode entry */
 
 /* A site table (I5): the nodes of one code object's lines under one
    parent, by run index of its line map; 0 where none was looked up yet.

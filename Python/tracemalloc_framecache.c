@@ -51,7 +51,7 @@ first_unit(PyCodeObject *code)
 }
 
 /* The line of CODE at instruction offset LASTI, decoded from the table's
-   start (the line maps' runs past MAP_DECODE; rare). */
+   start (a line map's decode entry: rare). */
 static int
 line_decoded(PyCodeObject *code, int lasti)
 {
@@ -115,18 +115,19 @@ map_build(PyCodeObject *code)
     _PyCode_InitAddressRange(code, &b);
     size_t nunits = (size_t)(_PyCode_NBYTES(code) / sizeof(_Py_CODEUNIT));
     /* Runs: count them first, for one allocation. */
-    uint32_t nruns = 1;                   /* run 0: the offset -1 */
+    uint32_t counted = 1;                 /* run 0: the offset -1 */
     int last = INT_MIN;
     while (_PyLineTable_NextAddressRange(&b)) {
         if (b.ar_end > b.ar_start && b.ar_line != last) {
-            nruns++;
+            counted++;
             last = b.ar_line;
         }
     }
-    int decode = nruns > MAP_DECODE;
-    if (decode) {
-        nruns = MAP_DECODE + 1;
-    }
+    /* After the runs, the entry of the units decoded at each use: those
+       the table does not reach (one shorter than its code), and the runs
+       past MAP_DECODE. */
+    uint32_t decode = counted < MAP_DECODE ? counted : MAP_DECODE;
+    uint32_t nruns = decode + 1;
     size_t bytes = sizeof(cct_code_map) + (nunits + 1) * sizeof(uint16_t);
     bytes = (bytes + sizeof(int) - 1) / sizeof(int) * sizeof(int);
     size_t lines_at = bytes;
@@ -143,13 +144,10 @@ map_build(PyCodeObject *code)
     m->lines = (int *)((char *)m + lines_at);
     m->nruns = nruns;
     m->lines[0] = base_code_firstlineno(code);
+    m->lines[decode] = 0;
     m->idx[0] = 0;
-    /* Units the table does not reach are decoded at each use. */
     for (size_t u = 1; u <= nunits; u++) {
-        m->idx[u] = MAP_DECODE;
-    }
-    if (decode) {
-        m->lines[MAP_DECODE] = 0;
+        m->idx[u] = (uint16_t)decode;
     }
     _PyCode_InitAddressRange(code, &b);
     uint32_t run = 0;
@@ -160,32 +158,18 @@ map_build(PyCodeObject *code)
         }
         if (b.ar_line != last) {
             last = b.ar_line;
-            if (run + 1 < MAP_DECODE) {
+            if (run + 1 < decode) {
                 run++;
                 m->lines[run] = b.ar_line < 0 ? 0 : b.ar_line;
             }
             else {
-                run = MAP_DECODE;
+                run = decode;
             }
         }
         size_t end = (size_t)b.ar_end / sizeof(_Py_CODEUNIT);
         for (size_t u = (size_t)b.ar_start / sizeof(_Py_CODEUNIT);
              u < end && u < nunits; u++) {
             m->idx[u + 1] = (uint16_t)run;
-        }
-    }
-    if (!decode) {
-        /* No unit needs MAP_DECODE's entry unless one was left out. */
-        for (size_t u = 1; u <= nunits; u++) {
-            if (m->idx[u] == MAP_DECODE) {
-                decode = 1;
-                break;
-            }
-        }
-        if (decode) {
-            /* Rare (a table shorter than its code): give up the map. */
-            free(m);
-            return NULL;
         }
     }
     return m;
@@ -389,7 +373,7 @@ table_fill(const _PyInterpreterFrame *frame, cct_site_table *t)
     size_t run = t->at[frame_unit(frame)];
     tm.framecache.cache_misses++;
     int line;
-    if (run == MAP_DECODE) {
+    if (run == t->map->nruns - 1) {
         line = line_decoded(base_frame_code(frame), base_frame_lasti(frame));
     }
     else {
@@ -401,7 +385,7 @@ table_fill(const _PyInterpreterFrame *frame, cct_site_table *t)
     if (nomem) {
         return UINT32_MAX;
     }
-    if (run != MAP_DECODE) {
+    if (run != t->map->nruns - 1) {
         t->nodes[run] = node;
     }
     return node;
