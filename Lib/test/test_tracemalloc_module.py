@@ -12,6 +12,7 @@ import os
 import pickle
 import random
 import stat
+import tempfile
 import textwrap
 import tracemalloc
 import unittest
@@ -813,6 +814,14 @@ class TestDumpHelpers(unittest.TestCase):
 
 
 class TestAtomicDump(SnapshotFileTestCase):
+    def setUp(self):
+        # A directory of its own: other test processes dump (through their
+        # own temporary files) into the shared working directory, and the
+        # tests compare the directory's listing.
+        directory = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, directory)
+        self.filename = os.path.join(directory, os_helper.TESTFN)
+
     def directory_entries(self):
         directory = os.path.dirname(os.path.abspath(self.filename))
         return set(os.listdir(directory))
