@@ -627,6 +627,58 @@ current_node(PyThreadState *tstate)
     return current_node_unlinked(tstate);
 }
 
+/* current_node() when nothing is to be made or called: the node of the
+   current position if the current frame is linked and its site table
+   knows its line, or if it is a new frame (a call, a resumed generator)
+   whose linked caller's last callee is its table; else 0 (for the lean
+   paths' common cases).  The second case is current_node_unlinked()'s
+   first, with no label in use. */
+static inline _PyTraceMalloc_Node
+current_node_fast(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    if (tstate == NULL) {
+        return 0;
+    }
+    _PyInterpreterFrame *frame = base_current_frame(tstate);
+    if (frame == NULL) {
+        return 0;
+    }
+    uint32_t generation = tm.generation;
+    cct_site_table *t;
+    if ((uint32_t)(frame->tracemalloc_parent >> 32) == generation) {
+        t = (cct_site_table *)(uintptr_t)frame->tracemalloc_last;
+    }
+    else {
+        if (base_frame_is_incomplete(frame) || labels_in_use()) {
+            return 0;
+        }
+        /* Past the entry frame of a generator resumed from C. */
+        _PyInterpreterFrame *caller = skip_incomplete(
+            base_frame_caller(frame));
+        if (caller == NULL
+            || (uint32_t)(caller->tracemalloc_parent >> 32) != generation) {
+            return 0;
+        }
+        cct_site_table *ct = (cct_site_table *)(uintptr_t)
+                             caller->tracemalloc_last;
+        if (ct == NULL) {
+            return 0;
+        }
+        _PyTraceMalloc_Node parent = ct->nodes[ct->at[frame_unit(caller)]];
+        PyCodeObject *code = base_frame_code(frame);
+        t = ct->callee;
+        if (parent == 0 || t == NULL || t->code != code
+            || t->parent != parent
+            || t->epoch != tm.framecache.code_epochs[code_epoch_slot(code)]) {
+            return 0;
+        }
+        frame->tracemalloc_parent = ((uint64_t)generation << 32) | parent;
+        frame->tracemalloc_last = (uint64_t)(uintptr_t)t;
+    }
+    return t != NULL ? t->nodes[t->at[frame_unit(frame)]] : 0;
+}
+
 /* Stale tables (of dead codes, or of an epoch slot that a dying code
    bumped) stay in the index until the tables are freed, which only
    compactions and resets did; a program that keeps compiling and dropping

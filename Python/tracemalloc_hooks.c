@@ -293,18 +293,143 @@ lean_on(int gil_held)
     return gil_held && _PyTraceMalloc_FILTER_LOAD(&tm_lean);
 }
 
-/* Trace PTR, just returned by the allocator for SIZE bytes to the GIL
-   holder, at the current position; free it and return NULL when the
-   bookkeeping has no memory (as the general path). */
-static inline void *
-lean_trace(PyMemAllocatorEx *alloc, void *ptr, size_t size)
+/* ---- the lean paths' common case -------------------------------------
+
+   The pymalloc pair and the re-trace as they nearly always are: the
+   block's pool in the pool cache, its slot holding the trace (or empty,
+   for a new one), the current frame linked and its line in its site
+   table, no peak waiting to be committed, no compaction or dump due, no
+   thread without the GIL in the engine.  All inline with nothing called,
+   so that the hooks save no register for them.  Anything else gives up
+   before it changes anything, and the out-of-line lean path does the
+   whole work. */
+
+/* _PyTraceMalloc_Lock(), except that it gives up (0, nothing held) when a
+   thread without the GIL holds or wants the engine, instead of waiting. */
+static inline int
+lean_lock_fast(void)
 {
-    if (ptr == NULL || tm_untraced_depth != 0) {
-        return ptr;
+    atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&_PyTraceMalloc_asymmetric,
+                             memory_order_relaxed)) {
+        atomic_signal_fence(memory_order_seq_cst);
     }
+    else {
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    if (atomic_load_explicit(&_PyTraceMalloc_foreign, memory_order_acquire)) {
+        _PyTraceMalloc_Unlock();
+        return 0;
+    }
+    return 1;
+}
+
+/* The common cases below are entered with the lock that lean_lock_fast()
+   took: done, they release it and return 1; not their case, they return 0
+   with nothing done and the lock still held, for the out-of-line path. */
+
+/* Trace PTR, a block of SIZE bytes just returned to the GIL holder. */
+static inline int
+lean_trace_fast(void *ptr, size_t size)
+{
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_Slot *slot;
+    uint32_t *live;
+    int hit;
+    if (size > _PyTraceMalloc_POOL_MAX_REQUEST
+        || tm.tree.nnodes >= tm.tree.compact_at
+        || !tm.peak.lean
+        || tm.store.tracked_in_table
+        || tm.store.current + size >= tm.dumpover.next
+        || (node = current_node_fast()) == 0
+        || (slot = _PyTraceMalloc_PoolSlotInCache(ptr, &live, 1,
+                                                  &hit)) == NULL
+        || _PyTraceMalloc_SlotNode(slot) != 0) {
+        return 0;
+    }
+    (*live)++;
+    tm.store.ntraces++;
+    _PyTraceMalloc_SlotSetNode(slot, node_to_stored(node));
+    slot->size = (uint16_t)size;
+    (void)peak_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, node, size);
+    tm.store.current += size;
+    if (tm.store.current > tm.store.peak) {
+        tm.store.peak = tm.store.current;
+        tm.peak.pending = 1;
+    }
+    _PyTraceMalloc_Unlock();
+    return 1;
+}
+
+/* Take out the trace of PTR, which the GIL holder frees. */
+static inline int
+lean_untrace_fast(void *ptr)
+{
+    uint32_t *live;
+    int hit;
+    _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotInCache(ptr, &live, 1,
+                                                                &hit);
+    uint32_t stored = slot != NULL ? _PyTraceMalloc_SlotNode(slot) : 0;
+    if (stored == 0 || tm.peak.pending || !tm.peak.lean) {
+        return 0;
+    }
+    fresh_forget(ptr);
+    _PyTraceMalloc_Node node = stored_node(stored);
+    size_t size = slot->size;
+    peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN, node, size);
+    tm.store.current -= size;
+    tm.store.ntraces--;
+    _PyTraceMalloc_SlotSetNode(slot, 0);
+    (*live)--;
+    remember_removed(ptr, node);
+    _PyTraceMalloc_Unlock();
+    return 1;
+}
+
+/* The re-trace of PTR, a block reused by the GIL holder (*FOUND: whether
+   PTR had a trace).  The node first, so that a frame that the common case
+   cannot link gives up before the slot lookup. */
+static inline int
+retrace_fast(uintptr_t ptr, int *found)
+{
+    _PyTraceMalloc_Node node;
+    _PyTraceMalloc_Slot *slot;
+    uint32_t *live;
+    int hit;
+    if (tm_untraced_depth > 0
+        || tm.tree.nnodes >= tm.tree.compact_at
+        || !tm.peak.lean
+        || (node = current_node_fast()) == 0
+        || (slot = _PyTraceMalloc_PoolSlotInCache((const void *)ptr, &live,
+                                                  0, &hit)) == NULL) {
+        return 0;
+    }
+    uint32_t stored = _PyTraceMalloc_SlotNode(slot);
+    if (stored != node_to_stored(node) && stored != 0) {
+        if (tm.peak.pending) {
+            return 0;
+        }
+        peak_account_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
+                            stored_node(stored), slot->size);
+        (void)peak_account_add(_PyTraceMalloc_DEFAULT_DOMAIN, node,
+                               slot->size);
+        _PyTraceMalloc_SlotSetNode(slot, node_to_stored(node));
+    }
+    _PyTraceMalloc_Unlock();
+    /* 0: allocated before tracing started, no trace to move. */
+    *found = stored != 0;
+    return 1;
+}
+
+/* Trace PTR (not NULL), just returned by the allocator for SIZE bytes to
+   the GIL holder, at the current position, under the lock, which it
+   releases; free it and return NULL when the bookkeeping has no memory
+   (as the general path). */
+static inline void *
+lean_trace_locked(PyMemAllocatorEx *alloc, void *ptr, size_t size)
+{
     PyThreadState *tstate = _PyThreadState_GET();
     int res = -1;
-    _PyTraceMalloc_Lock();
     compact_if_due();
     _PyTraceMalloc_Node node = current_node(tstate);
     if (node != UINT32_MAX) {
@@ -317,6 +442,36 @@ lean_trace(PyMemAllocatorEx *alloc, void *ptr, size_t size)
         return NULL;
     }
     return ptr;
+}
+
+Py_NO_INLINE __attribute__((flatten)) static void *
+lean_trace_locked_slow(PyMemAllocatorEx *alloc, void *ptr, size_t size)
+{
+    return lean_trace_locked(alloc, ptr, size);
+}
+
+Py_NO_INLINE __attribute__((flatten)) static void *
+lean_trace_slow(PyMemAllocatorEx *alloc, void *ptr, size_t size)
+{
+    _PyTraceMalloc_Lock();
+    return lean_trace_locked(alloc, ptr, size);
+}
+
+/* Trace PTR, just returned by the allocator for SIZE bytes to the GIL
+   holder (see lean_trace_locked()). */
+static inline void *
+lean_trace(PyMemAllocatorEx *alloc, void *ptr, size_t size)
+{
+    if (ptr == NULL || tm_untraced_depth != 0) {
+        return ptr;
+    }
+    if (!lean_lock_fast()) {
+        return lean_trace_slow(alloc, ptr, size);
+    }
+    if (lean_trace_fast(ptr, size)) {
+        return ptr;
+    }
+    return lean_trace_locked_slow(alloc, ptr, size);
 }
 
 static inline void *
@@ -339,19 +494,48 @@ lean_calloc(PyMemAllocatorEx *alloc, size_t nelem, size_t elsize)
     return lean_trace(alloc, ptr, nelem * elsize);
 }
 
-/* Take out the trace of PTR (not NULL), which the GIL holder frees. */
+/* Take out the trace of PTR (not NULL), which the GIL holder frees, under
+   the lock, which it releases; then free it. */
 static inline void
-lean_untrace(void *ptr)
+lean_free_locked(PyMemAllocatorEx *alloc, void *ptr)
 {
     _PyTraceMalloc_Node node;
     size_t size;
-    _PyTraceMalloc_Lock();
     fresh_forget(ptr);
     if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node,
                      &size, STORE_POOL_FIRST, 1)) {
         remember_removed(ptr, node);
     }
     _PyTraceMalloc_Unlock();
+    alloc->free(alloc->ctx, ptr);
+}
+
+Py_NO_INLINE __attribute__((flatten)) static void
+lean_free_locked_slow(PyMemAllocatorEx *alloc, void *ptr)
+{
+    lean_free_locked(alloc, ptr);
+}
+
+Py_NO_INLINE __attribute__((flatten)) static void
+lean_free_slow(PyMemAllocatorEx *alloc, void *ptr)
+{
+    _PyTraceMalloc_Lock();
+    lean_free_locked(alloc, ptr);
+}
+
+/* The GIL holder frees PTR (not NULL). */
+static inline void
+lean_free(PyMemAllocatorEx *alloc, void *ptr)
+{
+    if (!lean_lock_fast()) {
+        lean_free_slow(alloc, ptr);
+        return;
+    }
+    if (lean_untrace_fast(ptr)) {
+        alloc->free(alloc->ctx, ptr);
+        return;
+    }
+    lean_free_locked_slow(alloc, ptr);
 }
 
 /* ---- hooks ------------------------------------------------------------ */
@@ -562,8 +746,7 @@ __attribute__((flatten)) void
 _PyTraceMalloc_FreeHook(PyMemAllocatorEx *alloc, void *ptr, int gil_held)
 {
     if (lean_on(gil_held) && ptr != NULL) {
-        lean_untrace(ptr);
-        alloc->free(alloc->ctx, ptr);
+        lean_free(alloc, ptr);
         return;
     }
     free_general(alloc, ptr, gil_held);
@@ -676,14 +859,14 @@ _PyTraceMalloc_ReallocHook(PyMemAllocatorEx *alloc, void *ptr, size_t size,
 /* ---- objects ------------------------------------------------------------ */
 
 /* The re-trace proper of _PyTraceMalloc_NewReference(), by the engine's
-   GIL holder: inline on the lean path, out of line on the general one
-   (retrace_object()), so that its register saves are not paid by the new
+   GIL holder, under the lock, which it releases: out of line, after the
+   lean path's common case (retrace_fast()) and on the general path, so
+   that its register saves are paid by neither that case nor the new
    objects the general path skips. */
 static inline int
-retrace_gil(uintptr_t ptr)
+retrace_gil_locked(uintptr_t ptr)
 {
     int found = 0;
-    _PyTraceMalloc_Lock();
     if (tm_untraced_depth > 0) {
         /* Reused by the engine's own export: the block is the tracer's
            now, not the user's (upstream would trace it at the line that
@@ -712,10 +895,31 @@ retrace_gil(uintptr_t ptr)
     return found ? 0 : -1;
 }
 
-Py_NO_INLINE static int
+Py_NO_INLINE __attribute__((flatten)) static int
+retrace_locked_slow(uintptr_t ptr)
+{
+    return retrace_gil_locked(ptr);
+}
+
+Py_NO_INLINE __attribute__((flatten)) static int
 retrace_object(uintptr_t ptr)
 {
-    return retrace_gil(ptr);
+    _PyTraceMalloc_Lock();
+    return retrace_gil_locked(ptr);
+}
+
+/* The lean path's re-trace of PTR. */
+static inline int
+retrace_lean(uintptr_t ptr)
+{
+    if (!lean_lock_fast()) {
+        return retrace_object(ptr);
+    }
+    int found;
+    if (retrace_fast(ptr, &found)) {
+        return found ? 0 : -1;
+    }
+    return retrace_locked_slow(ptr);
 }
 
 /* The re-trace for a thread of an interpreter with a GIL of its own
@@ -767,7 +971,7 @@ _PyTraceMalloc_NewReference(PyObject *op)
         fresh_block = 0;
         return 0;
     }
-    return lean ? retrace_gil(ptr) : retrace_object(ptr);
+    return lean ? retrace_lean(ptr) : retrace_object(ptr);
 }
 
 /* A block of the default domain was taken from a free list of its own (a
@@ -788,7 +992,7 @@ _PyTraceMalloc_RetraceBlock(void *block)
     /* Popped with a GIL held: the lean path when its guard is on, as
        for an object (small dicts are made at every other line). */
     if (lean_on(1)) {
-        return retrace_gil(ptr);
+        return retrace_lean(ptr);
     }
     if (sample_interval() && !sample_filter_hit(block)) {
         return -1;      /* sampling mode: not a sampled block */

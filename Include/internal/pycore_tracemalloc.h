@@ -480,7 +480,9 @@ extern int _PyTraceMalloc_PoolSlotsForEach(_PyTraceMalloc_SlotsVisitor visit,
 extern void _PyTraceMalloc_PoolSlotsClear(void);
 extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
 /* Hot path of the store: the slot of P when P's pool is in the pool
-   cache; otherwise _PyTraceMalloc_PoolSlot().  Inline here because the
+   cache (_PyTraceMalloc_PoolSlotInCache(), which sets *HIT and returns
+   NULL otherwise, or when P is not a block's address in it); otherwise
+   _PyTraceMalloc_PoolSlot().  Inline here because the
    store is another translation unit than obmalloc.c.
 
    BLOCK says that P is an address the allocator handed out to the hooks:
@@ -488,8 +490,8 @@ extern size_t _PyTraceMalloc_PoolSlotsMemory(void);
    as the allocators are known (_PyTraceMalloc_blocks_exact), which makes
    P's skew the caller skew (I2). */
 static inline _PyTraceMalloc_Slot *
-_PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
-                              uint32_t **live, int block)
+_PyTraceMalloc_PoolSlotInCache(const void *p, uint32_t **live, int block,
+                               int *hit)
 {
     uintptr_t pool = (uintptr_t)p
                      & ~(((uintptr_t)1 << _PyTraceMalloc_POOL_BITS) - 1);
@@ -499,8 +501,23 @@ _PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
     if ((uintptr_t)e->pool == pool
         && e->pt->szidx == *(const uint32_t *)(
                pool + _PyTraceMalloc_POOL_SZIDX_OFFSET)) {
+        *hit = 1;
         return _PyTraceMalloc_PoolTracesSlot(
             e->pt, pool, p, live, !(block && _PyTraceMalloc_blocks_exact));
+    }
+    *hit = 0;
+    return NULL;
+}
+
+static inline _PyTraceMalloc_Slot *
+_PyTraceMalloc_PoolSlotCached(const void *p, int create, int *nomem,
+                              uint32_t **live, int block)
+{
+    int hit;
+    _PyTraceMalloc_Slot *slot = _PyTraceMalloc_PoolSlotInCache(p, live,
+                                                                block, &hit);
+    if (hit) {
+        return slot;
     }
     return _PyTraceMalloc_PoolSlot(p, create, nomem, live);
 }

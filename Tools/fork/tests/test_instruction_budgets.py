@@ -48,18 +48,18 @@ LAYOUTS = 3
 # Added instructions per iteration, N=1 and N=25 over untraced, per base.
 TRACED_BUDGETS = {
     "3.13": {
-        "float_reuse": 122,         # 116 measured
-        "float_lines": 297,         # 282
-        "generator_resume": 225,    # 214
-        "small_object": 250,        # 237
-        "frame_call": 351,          # 334
+        "float_reuse": 106,         # 101 measured
+        "float_lines": 281,         # 268
+        "generator_resume": 168,    # 160
+        "small_object": 217,        # 207
+        "frame_call": 278,          # 265
     },
     "3.11": {
-        "float_reuse": 120,         # 114 measured
-        "float_lines": 292,         # 278
-        "generator_resume": 211,    # 201
-        "small_object": 246,        # 234
-        "frame_call": 343,          # 326
+        "float_reuse": 105,         # 100 measured
+        "float_lines": 281,         # 268
+        "generator_resume": 154,    # 147
+        "small_object": 215,        # 205
+        "frame_call": 270,          # 257
     },
 }
 # The fork untraced over pristine untraced: the hooks' mode tests.
