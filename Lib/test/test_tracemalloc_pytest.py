@@ -1028,10 +1028,11 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.write("test_gate.py", self.TESTS)
         returncode, output, verdicts = self.run_json()
         self.assertEqual(returncode, 1, output)
-        # Nothing of a clean test grew after its first run, which grew
-        # (pytest's own first steps for the item): two more runs, and it
-        # passes.  A leaking test runs the whole rounds, 1 + 4 + 8.
-        self.assertEqual(verdicts["test_clean"], ("checked", 3), output)
+        # Nothing of a clean test grew after its first run, whose growth
+        # was pytest's own first steps for the item only (its reports,
+        # its stash): one more run, and it passes.  A leaking test runs
+        # the whole rounds, 1 + 4 + 8.
+        self.assertEqual(verdicts["test_clean"], ("checked", 2), output)
         # pytest's function-scoped fixtures may make a step of pytest's
         # own in a later run (a new list of finalizers when one
         # finishes), which no rule excuses: then the whole rounds.
@@ -1046,7 +1047,7 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
 
         # Two measured runs in the screen: caught in either phase.
         returncode, output, verdicts = self.run_json("--tracemalloc-screen=2")
-        self.assertEqual(verdicts["test_clean"], ("checked", 4), output)
+        self.assertEqual(verdicts["test_clean"], ("checked", 3), output)
         self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
         self.assertEqual(verdicts["test_even_calls"], ("leaked", 13), output)
 
@@ -1054,6 +1055,88 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         returncode, output, verdicts = self.run_json("--tracemalloc-screen=0")
         self.assertEqual(verdicts["test_clean"], ("checked", 5), output)
         self.assertEqual(verdicts["test_odd_calls"], ("leaked", 13), output)
+
+    @screen_saves_runs
+    def test_screen_after_earlier_tests(self):
+        # Tests that share function-scoped fixtures, and parameters
+        # (pytest makes a fixture of each), each finished by every run:
+        # each finish replaces the fixture's list of finalizers with a new
+        # one.  Tracing stays on from one checked test to the next, so the
+        # lists that the tests before made are traced, and a rerun
+        # replaces them one for one: every test after the first user of
+        # its fixtures passes the screen, in two runs.  (When each check
+        # started tracing anew, the first run replaced them with lists
+        # taken untraced from a free list, the measured run with traced
+        # ones: growth, and these tests ran 3, 5 or 13 times.)
+        self.write("test_gate.py", """\
+            import pytest
+
+            @pytest.fixture
+            def env():
+                return {}
+
+            @pytest.fixture
+            def loader(env):
+                return [env]
+
+            @pytest.mark.parametrize("a,b", [(1, 2), (3, 4), (5, 6), (7, 8)])
+            def test_param(env, a, b):
+                assert a < b
+
+            @pytest.mark.parametrize("n", range(4))
+            def test_loader(loader, n):
+                assert loader
+
+            class TestGroup:
+                @pytest.mark.parametrize("x", ["a", "b", "c"])
+                def test_method(self, env, x):
+                    env[x] = x
+            """)
+        returncode, output, verdicts = self.run_json()
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(len(verdicts), 11, output)
+        runs = {name: verdict for name, verdict in verdicts.items()
+                if name not in ("test_param[1-2]", "test_loader[0]")}
+        self.assertEqual(runs, dict.fromkeys(runs, ("checked", 2)), output)
+        self.assertEqual(len(runs), 9, output)
+
+    def test_tracing_between_tests(self):
+        # Tracing stays on from a checked test to the next only: a test
+        # that is not checked runs untraced, and nothing is traced once
+        # the session is over.
+        self.write("conftest.py", """\
+            import tracemalloc
+
+            def pytest_unconfigure(config):
+                print("tracing after the session:", tracemalloc.is_tracing())
+            """)
+        self.write("test_gate.py", """\
+            import tracemalloc
+            import pytest
+
+            @pytest.mark.tracemalloc_leaks
+            def test_a():
+                assert tracemalloc.is_tracing()
+
+            @pytest.mark.tracemalloc_leaks
+            def test_b():
+                assert tracemalloc.is_tracing()
+
+            def test_unchecked():
+                assert not tracemalloc.is_tracing()
+
+            @pytest.mark.tracemalloc_leaks
+            def test_c():
+                pass
+
+            @pytest.mark.no_tracemalloc_leaks
+            def test_exempt():
+                assert not tracemalloc.is_tracing()
+            """)
+        returncode, output = self.run_pytest("-s", "test_gate.py")
+        self.assertEqual(returncode, 0, output)
+        self.assertIn("tracing after the session: False", output)
+        self.assertIn("3 checked, 0 leaked", output)
 
     def test_holder_search_per_test_and_budget(self):
         # Two tests leak at one line, each into a container of its own:
@@ -1149,16 +1232,17 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
     def test_screen_misses_late_leaks(self):
         # The screen's stated limit (the docs' "The screen"): a leak that
         # first grows after the screen's runs passes it; without the
-        # screen the rounds see it.  Under pytest the first run of a test
-        # always grows something (pytest's own first steps for the item),
-        # so the screen of 1 measures the 2nd and the 3rd call: a leak
-        # from the 4th call on passes it.
+        # screen the rounds see it.  The screen of 1 measures the 2nd
+        # call, and the 3rd when the first call grew something of the
+        # test's own (pytest's own first steps for the item do not
+        # count): a leak from the 3rd call on passes it, from the 4th on
+        # after a first call that filled a cache.
         self.write("test_gate.py", self.LATE_LEAKS)
         returncode, output, verdicts = self.run_json()
-        self.assertEqual(returncode, 1, output)
+        self.assertEqual(returncode, 0, output)
         self.assertEqual(verdicts, {
-            "test_leak_from_third_call": ("leaked", 13),
-            "test_every_other_call_from_third": ("leaked", 13),
+            "test_leak_from_third_call": ("checked", 2),
+            "test_every_other_call_from_third": ("checked", 2),
             "test_leak_from_fourth_call_after_cache_fill": ("checked", 3)},
             output)
         returncode, output, verdicts = self.run_json("--tracemalloc-screen=0")
