@@ -1095,6 +1095,28 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.assertEqual(runs, dict.fromkeys(runs, ("checked", 2)), output)
         self.assertEqual(len(runs), 9, output)
 
+    def test_screen_under_xdist(self):
+        # In a pytest-xdist worker, the stack that runs pytest's loop is
+        # xdist's and execnet's: what a test's first run grows under it
+        # is still pytest's first steps for the item, and a clean test
+        # runs twice, as in a serial run (it ran 3 times: xdist's frames
+        # were taken for the test's own code).
+        if not xdist_installed():
+            self.skipTest("pytest-xdist is not installed")
+        self.write("test_gate.py", """\
+            import pytest
+
+            @pytest.mark.parametrize("n", range(12))
+            def test_clean(n):
+                [bytearray(100) for _ in range(n)]
+            """)
+        returncode, output, verdicts = self.run_json("-n", "2")
+        self.assertEqual(returncode, 0, output)
+        self.assertEqual(len(verdicts), 12, output)
+        # The first check of each worker starts its tracing, and may step.
+        self.assertLessEqual(
+            sum(runs != 2 for _, runs in verdicts.values()), 2, output)
+
     def test_tracing_between_tests(self):
         # Tracing stays on from a checked test to the next only: a test
         # that is not checked runs untraced, and nothing is traced once

@@ -877,15 +877,18 @@ def _first_step_traceback(frames):
     """Whether a traceback (raw frames, most recent first) that grew in a
     test's first run is pytest's first steps for the item (its reports,
     its stash, its captured output, its log handlers), kept from the
-    first run on: each of its frames is pytest's, pluggy's, the standard
-    library's (frozen modules included) or the checker's call line, none
-    the test's or the code's that it tests (see
-    LeakCheck._first_step_sites)."""
+    first run on: each of its frames more recent than the checker's (the
+    call line, which runs a phase of the test) is pytest's, pluggy's or
+    the standard library's (frozen modules included), none the test's or
+    the code's that it tests (see LeakCheck._first_step_sites).  The
+    frames older than the checker's are the stack that runs pytest's
+    loop (pytest-xdist's and execnet's in a worker), never the test's."""
     roots, excluded = _first_step_roots()
+    own = _leakcore.package_files()
     for frame in frames:
         filename = frame[0]
-        if (filename, frame[1]) == _leakcore._CALL_LINE:
-            continue
+        if filename in own:
+            break                       # the checker's call line, and older
         if filename.startswith("<frozen "):
             continue
         if not filename.startswith(roots) or (
