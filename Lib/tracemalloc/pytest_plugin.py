@@ -758,12 +758,168 @@ class _HolderSearch:
             self.searched += 1
 
 
+# Checked tests that one start of the plugin's tracing serves at most:
+# the live totals' reading walks every call context traced since the
+# start, and a long session's code (compiled templates, generated
+# classes) makes ever more of them.
+TRACING_CHECKS = 50
+
+
+class _Tracing:
+    """The tracing of a session's checks (a worker's under xdist).
+
+    Tracing that a check starts and stops around itself leaves the
+    objects that the tests before it made untraced; the test's first run
+    then replaces some of them (pytest's per-test lists, a fixture's
+    finalizers) with objects taken untraced from a free list, and its
+    next run with traced ones: growth in a measured run, so that the
+    screen fails a clean test.  So the plugin starts tracing before a
+    check and keeps it on while the next test is checked too: each test
+    then starts from objects that its predecessors made traced, and its
+    reruns replace them one for one.  It stops tracing when the next test
+    is not checked (unchecked tests run untraced), after a test that
+    leaked (the holder search of a later test finds only the objects
+    made since, not those that an earlier leak keeps), every
+    TRACING_CHECKS checks (see there), and at the end of the session.
+    Tracing that someone else started (PYTHONTRACEMALLOC, a memory
+    budget, the test itself) is left as it is."""
+
+    def __init__(self):
+        self.owned = False
+        self.checks = 0
+
+    @classmethod
+    def of(cls, config):
+        tracing = config.stash.get(_tracing_key, None)
+        if tracing is None:
+            tracing = config.stash[_tracing_key] = cls()
+        return tracing
+
+    def before(self, nframe):
+        import tracemalloc
+        if tracemalloc.is_tracing():
+            if not self.owned:
+                return
+            if (tracemalloc.get_traceback_limit() == nframe
+                    and self.checks < TRACING_CHECKS):
+                return
+            tracemalloc.stop()
+        tracemalloc.start(nframe)
+        self.owned = True
+        self.checks = 0
+
+    def after(self, item, nextitem, leaked):
+        import tracemalloc
+        self.checks += 1
+        if not self.owned:
+            return
+        if not tracemalloc.is_tracing():
+            self.owned = False          # the test stopped it
+            return
+        if (leaked or nextitem is None
+                or not _to_be_checked(nextitem)):
+            self.stop()
+
+    def stop(self):
+        import tracemalloc
+        if self.owned:
+            self.owned = False
+            if tracemalloc.is_tracing():
+                tracemalloc.stop()
+
+
+_tracing_key = pytest.StashKey()
+
+
+def _to_be_checked(item):
+    """Whether *item* will be leak checked (its marker's arguments
+    aside)."""
+    if item.get_closest_marker(SKIP_MARKER) is not None:
+        return False
+    return (item.get_closest_marker(MARKER) is not None
+            or bool(item.config.getoption("tracemalloc_leaks")))
+
+
+def pytest_unconfigure(config):
+    tracing = config.stash.get(_tracing_key, None)
+    if tracing is not None:
+        tracing.stop()
+
+
+_FIRST_STEP_ROOTS = None
+
+
+def _first_step_roots():
+    """(directories, excluded): the directories of pytest, pluggy and the
+    standard library, and the directories of installed packages (under
+    the standard library's in a system install), which are not."""
+    global _FIRST_STEP_ROOTS
+    if _FIRST_STEP_ROOTS is None:
+        import sysconfig
+        import pluggy
+        import _pytest
+        paths = sysconfig.get_paths()
+        roots = [os.path.dirname(module.__file__)
+                 for module in (_pytest, pluggy, pytest)]
+        roots.append(os.path.dirname(os.__file__))
+        roots.append(paths["stdlib"])
+        excluded = {paths[name] for name in ("purelib", "platlib")}
+        excluded.update(path for path in sys.path
+                        if os.path.basename(path) in ("site-packages",
+                                                      "dist-packages"))
+        _FIRST_STEP_ROOTS = (
+            tuple(os.path.join(path, "") for path in roots),
+            tuple(os.path.join(path, "") for path in excluded if path))
+    return _FIRST_STEP_ROOTS
+
+
+def _first_step_traceback(frames):
+    """Whether a traceback (raw frames, most recent first) that grew in a
+    test's first run is pytest's first steps for the item (its reports,
+    its stash, its captured output, its log handlers), kept from the
+    first run on: each of its frames more recent than the checker's (the
+    call line, which runs a phase of the test) is pytest's, pluggy's or
+    the standard library's (frozen modules included), none the test's or
+    the code's that it tests (see LeakCheck._first_step_sites).  The
+    frames older than the checker's are the stack that runs pytest's
+    loop (pytest-xdist's and execnet's in a worker), never the test's."""
+    roots, excluded = _first_step_roots()
+    own = _leakcore.package_files()
+    for frame in frames:
+        filename = frame[0]
+        if filename in own:
+            break                       # the checker's call line, and older
+        if filename.startswith("<frozen "):
+            continue
+        if not filename.startswith(roots) or (
+                excluded and filename.startswith(excluded)
+                and not filename.startswith(roots[:3])):
+            return False
+    return True
+
+
 def _run_checked(item, nextitem, options):
     """Run the rounds of *item*'s leak check; return the reports to log,
     the last one carrying the verdict."""
     from time import perf_counter
     begin = perf_counter()
+    tracing = _Tracing.of(item.config)
+    leaked = False
+    tracing.before(options.get("nframe", leaks.DEFAULT_NFRAME))
+    try:
+        reports = _run_rounds(item, nextitem, options, begin)
+        verdict = getattr(reports[-1], VERDICT_ATTRIBUTE, None) or {}
+        leaked = verdict.get("status") == "leaked"
+    finally:
+        tracing.after(item, nextitem, leaked)
+    return reports
+
+
+def _run_rounds(item, nextitem, options, begin):
+    """_run_checked() with tracing on."""
+    from time import perf_counter
     check = leaks.LeakCheck(**options)
+    check._first_step_sites = _first_step_traceback
     search = _HolderSearch.of(item.config)
     skipped = search.skipped
     if check.retention is True:
