@@ -981,13 +981,14 @@ _PyTraceMalloc_NewReference(PyObject *op)
    that reuses it owns it, not the line that allocated it first.  The
    block is its own address, and it is never the block a resize just
    traced (fresh_block): it was freed to its list since, and a free
-   clears that. */
+   clears that.  Called by _PyTraceMalloc_RETRACE_BLOCK() and
+   _PyTraceMalloc_RETRACE_FLOAT() only, which have seen tracing on (the
+   caller holds a GIL, so stop() has not run since) and BLOCK is not
+   NULL. */
 __attribute__((flatten)) int
 _PyTraceMalloc_RetraceBlock(void *block)
 {
-    if (!_PyTraceMalloc_TRACING() || block == NULL) {
-        return -1;
-    }
+    assert(_PyTraceMalloc_TRACING() && block != NULL);
     uintptr_t ptr = (uintptr_t)block;
     /* Popped with a GIL held: the lean path when its guard is on, as
        for an object (small dicts are made at every other line). */

@@ -294,7 +294,8 @@ _PyTraceMalloc_MayBeSampled(const void *op)
 /* Objects/dictobject.c: BLOCK, which is not an object, was taken from a
    free list of its own (a dictionary's key table): re-trace it at the
    current traceback, as _PyTraceMalloc_RETRACE() does for an object
-   taken from a free list. */
+   taken from a free list.  _PyTraceMalloc_RetraceBlock() is called with
+   tracing on and a block, through these macros only. */
 extern int _PyTraceMalloc_RetraceBlock(void *block);
 #define _PyTraceMalloc_RETRACE_BLOCK(block) \
     do { \
