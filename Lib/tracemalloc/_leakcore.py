@@ -972,14 +972,6 @@ class LiveRecorder:
         return [site for site, (sizes, counts) in sites.items()
                 if sum(sizes) > 0 or sum(counts) > 0]
 
-    def grown_tracebacks(self):
-        """The frames (raw, most recent first) of the workload's
-        tracebacks whose memory grew, in bytes or in blocks, over the
-        measured rounds."""
-        tracebacks, _ = self._series()
-        return [key[1] for key, (sizes, counts) in tracebacks.items()
-                if sum(sizes) > 0 or sum(counts) > 0]
-
     def suspects(self, threshold):
         """The sites (and sites through one of their tracebacks) whose
         growth over the measured rounds is_suspect()."""

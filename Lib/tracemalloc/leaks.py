@@ -415,8 +415,7 @@ class LeakCheck:
                     and index == self.warmup - 1):
                 # The end of the warm-up, measured from before it.
                 grew = (not recorder.record(self._ownership)
-                        or any(not self._first_step(frames)
-                               for frames in recorder.grown_tracebacks()))
+                        or bool(recorder.grown()))
                 self._warmup_grew = grew
                 recorder.rebase()
             elif isinstance(recorder, _leakcore.LiveRecorder):
@@ -458,9 +457,7 @@ class LeakCheck:
         something grew, the check goes on to its whole rounds.  A rerun
         that grew nothing after a warm-up that grew (a cache filled on the
         first call, or a leak on every other call whose measured call was
-        one without) gets one more measured round first; growth of the
-        harness's first steps alone (_first_step_sites) does not count
-        as the warm-up's."""
+        one without) gets one more measured round first."""
         if recorder.grown():
             return                      # the whole rounds
         if (self._warmup_grew and self._screen_at == self.screen
@@ -493,19 +490,6 @@ class LeakCheck:
     # one the report shows (the pytest plugin names a doctest's example
     # by its file and line).
     _locate = None
-
-    # frames (raw, most recent first) -> whether the warm-up's growth
-    # through that traceback is the harness's first steps for the
-    # workload (the pytest plugin's: a traceback of pytest's and the
-    # standard library's code only, which makes the item's reports and
-    # the like once per test): such growth does not give the screen its
-    # extra run (see _end_screen()).  Growth in the measured runs counts
-    # wherever it is.
-    _first_step_sites = None
-
-    def _first_step(self, frames):
-        return (self._first_step_sites is not None
-                and self._first_step_sites(frames))
 
     def _ignored(self, filename, lineno):
         if self._locate is not None:

@@ -1,14 +1,13 @@
 """Wall-time cost of pytest --tracemalloc-leaks on real projects' whole suites.
 
     ./python Tools/bench/pytest_leakcheck.py [--repeat 3] [--project NAME]
-        [--baseline-lib DIR] [--no-xdist] [--plain-xdist] [--verbose]
+        [--baseline-lib DIR] [--no-xdist] [--verbose]
 
 For each project of SUITES whose Debian source is cached or can be fetched
 (Tools/fork/fetch-debian-source.sh; a project that cannot be had is
 skipped, saying so), runs its whole test suite with pytest (Debian's
 python3-pytest on the fork): plainly, with --tracemalloc-leaks, and with
---tracemalloc-leaks -n 2 (pytest-xdist, when installed; with --plain-xdist,
-plainly with -n 2 too), --repeat times
+--tracemalloc-leaks -n 2 (pytest-xdist, when installed), --repeat times
 each, the kinds interleaved, and prints the median wall times and their
 ratios.  A suite with a planted leak (PLANTED: a wrapper that keeps 4 KiB
 per call of a function that many of its tests call) is measured the same
@@ -145,8 +144,6 @@ def main():
                         help="no baseline run for this suite (one whose "
                              "baseline takes too long)")
     parser.add_argument("--no-xdist", action="store_true")
-    parser.add_argument("--plain-xdist", action="store_true",
-                        help="also run each suite plainly with -n 2")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
 
@@ -160,10 +157,6 @@ def main():
     kinds = [("plain", [], None), ("gate", ["--tracemalloc-leaks"], None)]
     if xdist:
         kinds.append(("gate -n 2", ["--tracemalloc-leaks", "-n", "2"], None))
-        if args.plain_xdist:
-            # What xdist itself costs or saves: the gate's -n 2 against
-            # a plain -n 2, and against the serial gate.
-            kinds.insert(1, ("plain -n 2", ["-n", "2"], None))
     if args.baseline_lib:
         kinds.append(("before", ["--tracemalloc-leaks"], args.baseline_lib))
     rows = []
