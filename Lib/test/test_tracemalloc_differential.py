@@ -85,6 +85,23 @@ raw allocator built on malloc() installed while tracing (and removed on
 the same line): before the fix, seed 2 estimated such a line at 37.7 MB
 (exact 20.8 MB, z = 14.6), seed 9 at 28.3 MB (z = 66.6).
 
+The mismatches of issue 43 item 4.1 (labelled seeds 1, 20 and 28 on 3.13
+with allocations=True, one block fewer than pristine; seeds 15 and 20 on
+3.11, now and then, with or without labels) were the harness's, not the
+engine's: the report after each step kept a 2-tuple, the last key of its
+trace groups, in a local freed after the report's closing collection,
+and the next step line took it from the tuple free list untraced (see
+ReportFreesNothingLateTest).  Run on the engine of edf67a6 with the
+fuzzer of the time (6d5b0dd, given today's rule for key tables; 3b4a81d
+for 3.11's seed 15), seeds 1 and 28 mismatch in 2 of 3 runs, 3.11's seed
+20 in 8 of 30 and seed 15 in 13 of 15, and two runs of the 40 labelled
+seeds 0-39 on 3.13 give 5 mismatches (seeds 1, 5, 12, 20 and 12 again:
+each a 2-tuple fewer at a step line); the same fuzzer with that key made
+a temporary, in none of 6, 30, 15 and 80.  (3.13's seed 20 also moves a
+key table at step 1, the fork's documented re-trace:
+_moved_key_tables().)  The seeds are fixed seeds (LABEL_REPORT_SEEDS;
+seed 15 in ALLOC_EXACT_SEEDS).
+
 A seed that mismatches on the engine of today fails its test with the
 seed, the shrunk list of steps and the diff.
 """
@@ -132,11 +149,17 @@ FUZZ = _load_fuzzer()
 EXACT_SEEDS = [(113, None), (125, None), (179, None)]
 SAMPLING_SEEDS = [0, 2, 4]
 # allocations=True (issue 33): (seed, steps)
-ALLOC_EXACT_SEEDS = [(31, 12), (35, 12), (36, 12), (37, 12), (41, 12)]
+ALLOC_EXACT_SEEDS = [(31, 12), (35, 12), (36, 12), (37, 12), (41, 12),
+                     (15, 12)]
 ALLOC_SAMPLING_SEEDS = [(1, 24), (4, 24)]
 # labels (issue 33 item 5): (seed, steps), with object steps in label()
 # blocks, nested, with a compaction or a callee inside
 LABEL_EXACT_SEEDS = [(13, 25), (22, 25), (15, 25)]
+# The labelled seeds that mismatched through the report's own key tuple
+# (issue 43 item 4.1; allocations and PYTHONMALLOC as they draw them): see
+# ReportFreesNothingLateTest.  Seed 20 also moves a key table at step 1
+# (the documented re-trace).
+LABEL_REPORT_SEEDS = [(1, 25), (5, 25), (12, 25), (20, 25), (28, 25)]
 # native memory (issue 32): (seed, steps), labels and allocations as the
 # seed draws them
 NATIVE_EXACT_SEEDS = [(12, 25), (28, 25)]
@@ -264,6 +287,17 @@ class DifferentialTest(unittest.TestCase):
             with self.subTest(seed=seed):
                 self.fuzz(seed, "exact", pristine, labels=True, steps=steps)
 
+    def test_labels_report_seeds(self):
+        pristine, why = _pristine()
+        if pristine is None:
+            self.skipTest(f"no pristine CPython to compare with: {why}")
+        import tracemalloc
+        if not hasattr(tracemalloc, "label"):
+            self.skipTest("the engine has no labels")
+        for seed, steps in LABEL_REPORT_SEEDS:
+            with self.subTest(seed=seed):
+                self.fuzz(seed, "exact", pristine, labels=True, steps=steps)
+
     def test_native_exact(self):
         pristine, why = _pristine()
         if pristine is None:
@@ -367,6 +401,71 @@ class KeyTableRuleTest(unittest.TestCase):
         fork = self.flat({"[5]": [2, 2 * size], "[6]": [1, 48]})
         pristine = self.flat({"[5]": [1, size], "[6]": [1, 56]})
         self.assertEqual(FUZZ._moved_key_tables(fork, pristine), fork)
+
+
+@unittest.skipIf(FUZZ is None, "Tools/fork/fuzz_differential.py not found")
+@support.requires_subprocess()
+class ReportFreesNothingLateTest(unittest.TestCase):
+    """The report after each step (M()) frees none of its objects after
+    the collection that ends it.  The fork's exports (_get_traces(),
+    _get_object_traceback()) make their objects untraced; freed, they wait
+    in the free lists, and an object the report takes from there is
+    untraced in the fork, while pristine re-traces it where the report
+    made it.  The collection at the report's end empties the free lists;
+    an object of the report freed after it (a local of M(), freed when M()
+    returns) went to the free list of its type, and the next step line
+    that made an object of that type took it, untraced in the fork only:
+    one block fewer than pristine at that line.  The report of the time
+    kept the last key of its trace groups, a 2-tuple, in a local of M():
+    the labelled seeds 1 and 28 on 3.13 (at a PyMem_Realloc line, whose
+    argument tuple took it) and seeds 15 and 20 on 3.11 mismatched so,
+    now and then (the last key depends on the order of the traces, which
+    is the order of their addresses).  Those seeds are fixed seeds
+    (LABEL_REPORT_SEEDS, ALLOC_EXACT_SEEDS); the program here makes the
+    case every time: a function of another file run in three label sets
+    gives three call paths with the same frames, whose export leaves two
+    untraced frame tuples in the free list, and one trace group at a step
+    line makes one key, taken from there.  With M() of the time, step 2's
+    tuple has no trace in the fork (pristine: its line)."""
+
+    STEPS = [
+        ["exec('def g(): return bytes(100)', globals())",
+         "H['o1'] = [None] * 4; H['o2'] = None",
+         "gc.collect(); _start(1)"],
+        ["for a in '123':",
+         "    with LBL(a=a):",
+         "        H['o1'][int(a)] = g()",
+         "H['o2'] = bytes(50)"],
+        ["H['o3'] = (A, A)"],
+    ]
+    ENV = {"FUZZ_LABELS": "1"}
+
+    def test_report_keeps_no_local(self):
+        # M() keeps nothing but its argument: the report is built in
+        # _report(), whose frame is gone before the collection
+        text = FUZZ.HEADER
+        start = text.index("\ndef M(k):") + 1
+        end = text.index("\ndef ", start)
+        ns = {}
+        exec(compile(text[start:end], "<M>", "exec"), ns)
+        self.assertEqual(ns["M"].__code__.co_varnames, ("k",))
+
+    def test_step_after_report_traced(self):
+        import tracemalloc
+        if not hasattr(tracemalloc, "label"):
+            self.skipTest("the engine has no labels")
+        src, step_lines, _ = FUZZ.render(self.STEPS, "exact")
+        line = step_lines[-1]
+        with tempfile.TemporaryDirectory(prefix="fuzzdiff") as tmpdir:
+            reports, err = FUZZ.run(sys.executable, self.STEPS, "exact",
+                                    env_extra=self.ENV, tmpdir=tmpdir)
+            self.assertIsNone(err)
+            self.assertEqual(reports[2]["held"]["o3"], [str(line)])
+            pristine, why = _pristine()
+            if pristine is None:
+                return
+            self.assertIsNone(FUZZ.check_exact(
+                sys.executable, pristine, self.STEPS, self.ENV, tmpdir))
 
 
 if __name__ == "__main__":
