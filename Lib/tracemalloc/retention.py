@@ -841,7 +841,9 @@ def _add_unseen(result, unseen, max_chains):
         name = _type_name(type_)
         chains.append(Chain("no-referrer", None, None, [Step("", name)], 1,
                             count, size, {name: count}, refcount, 0))
-        result.holders += count
+        # One holder per group: the objects of one type and refcount
+        # that only C code keeps, each its own holder, read as one.
+        result.holders += 1
         result.count += count
         result.types[name] = result.types.get(name, 0) + count
     if chains:
