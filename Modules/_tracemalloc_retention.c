@@ -2116,22 +2116,7 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
     if (!_Py_tracemalloc_config.tracing) {
         return PyList_New(0);
     }
-    PyObject *gc = PyImport_ImportModule("gc");
-    if (gc == NULL) {
-        return NULL;
-    }
-    PyObject *everything = PyObject_CallMethod(gc, "get_objects", NULL);
-    Py_DECREF(gc);
-    if (everything == NULL) {
-        return NULL;
-    }
-    if (!PyList_Check(everything)) {
-        Py_DECREF(everything);
-        PyErr_SetString(PyExc_TypeError, "gc.get_objects() is not a list");
-        return NULL;
-    }
-
-    PyObject *result = NULL;
+    PyObject *result = NULL, *everything = NULL;
     unseen_known *known = NULL;
     uintptr_t *owned = NULL, *class_set = NULL, *targets = NULL;
     _PyTraceMalloc_BlockCopy *blocks = NULL;
@@ -2148,35 +2133,25 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
     _PyTraceMalloc_SuspendThread();
     int gc_was_enabled = PyGC_Disable();
 
-    /* The objects this interpreter knows (its collector's, and those
-       found at the site) by block, to name a referring block; and the
-       blocks that the found objects are or own. */
-    Py_ssize_t nall = PyList_GET_SIZE(everything);
+    /* The blocks that the found objects are or own. */
+    Py_ssize_t nall = 0;
     Py_ssize_t nfound = PyList_GET_SIZE(found);
     Py_ssize_t nclasses = PyList_GET_SIZE(classes);
     size_t nknown = 0, nowned = 0, nclass_set = 0;
-    known = malloc(((size_t)(nall + nfound) + 1) * sizeof(*known));
     owned = malloc(((size_t)nfound * 2 + 1) * sizeof(*owned));
     class_set = malloc(((size_t)nclasses + 1) * sizeof(*class_set));
-    if (known == NULL || owned == NULL || class_set == NULL) {
+    if (owned == NULL || class_set == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < nall + nfound; i++) {
-        PyObject *obj = i < nall ? PyList_GET_ITEM(everything, i)
-                                 : PyList_GET_ITEM(found, i - nall);
-        known[nknown].block = _PyTraceMalloc_ObjectBlock(obj);
-        known[nknown].obj = obj;
-        nknown++;
-        if (i >= nall) {
-            owned[nowned++] = _PyTraceMalloc_ObjectBlock(obj);
-            uintptr_t buffer;
-            if (site_buffers(obj, &buffer)) {
-                owned[nowned++] = buffer;
-            }
+    for (Py_ssize_t i = 0; i < nfound; i++) {
+        PyObject *obj = PyList_GET_ITEM(found, i);
+        owned[nowned++] = _PyTraceMalloc_ObjectBlock(obj);
+        uintptr_t buffer;
+        if (site_buffers(obj, &buffer)) {
+            owned[nowned++] = buffer;
         }
     }
-    qsort(known, nknown, sizeof(*known), unseen_known_compare);
     qsort(owned, nowned, sizeof(*owned), unseen_addr_compare);
     for (Py_ssize_t i = 0; i < nclasses; i++) {
         PyObject *cls = PyList_GET_ITEM(classes, i);
@@ -2308,6 +2283,42 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
                                                      &u) == 0;
     }
     int others = unseen_other_interpreters();
+    int named = 0;
+    for (size_t t = 0; t < ntargets && !named; t++) {
+        named = hits[t].hits != 0;
+    }
+    if (named) {
+        /* The holders' names: the objects this interpreter knows (its
+           collector's, and those found at the site) by block. */
+        PyObject *gc = PyImport_ImportModule("gc");
+        if (gc == NULL) {
+            goto done;
+        }
+        everything = PyObject_CallMethod(gc, "get_objects", NULL);
+        Py_DECREF(gc);
+        if (everything == NULL) {
+            goto done;
+        }
+        if (!PyList_Check(everything)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "gc.get_objects() is not a list");
+            goto done;
+        }
+        nall = PyList_GET_SIZE(everything);
+        known = malloc(((size_t)(nall + nfound) + 1) * sizeof(*known));
+        if (known == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < nall + nfound; i++) {
+            PyObject *obj = i < nall ? PyList_GET_ITEM(everything, i)
+                                     : PyList_GET_ITEM(found, i - nall);
+            known[nknown].block = _PyTraceMalloc_ObjectBlock(obj);
+            known[nknown].obj = obj;
+            nknown++;
+        }
+        qsort(known, nknown, sizeof(*known), unseen_known_compare);
+    }
 
     result = PyList_New(0);
     if (result == NULL) {
@@ -2363,7 +2374,8 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
                 }
                 ref_filename = ref_name;
             }
-            PyObject *holder = unseen_known_find(known, nknown, h->block);
+            PyObject *holder = known != NULL
+                ? unseen_known_find(known, nknown, h->block) : NULL;
             if (holder != NULL) {
                 ref_type = (PyObject *)Py_TYPE(holder);
             }
@@ -2405,7 +2417,7 @@ done:
     free(rest);
     free(rest_hits);
     free(verdicts);
-    Py_DECREF(everything);
+    Py_XDECREF(everything);
     if (gc_was_enabled) {
         PyGC_Enable();
     }

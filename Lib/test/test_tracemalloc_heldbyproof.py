@@ -92,8 +92,16 @@ class HeldByProofTest(unittest.TestCase):
         chain = chains[0]
         self.assertEqual(chain["refcount"], refcount, data)
         self.assertEqual(chain["referrers"], 0, data)
-        self.assertEqual(chain["count"], count, data)
-        self.assertEqual(chain["types"], {type_name: count}, data)
+        # The search for the objects' addresses reads memory in use that
+        # may keep a stale copy of the last one's (a freed ctypes argument
+        # whose block was reused): that one is then said to be referred
+        # to, never kept by C code without a check.
+        stale = sum(group["count"] for group in data["unseen"]
+                    if group["kind"] == "referred"
+                    and group["type"] == type_name)
+        self.assertLessEqual(stale, 1, data)
+        self.assertEqual(chain["count"] + stale, count, data)
+        self.assertEqual(chain["types"], {type_name: chain["count"]}, data)
         self.assertEqual(
             chain["text"],
             f"no Python referrer (refcount {refcount}, 0 referrer(s) found: "
