@@ -2045,6 +2045,7 @@ typedef struct {
     const uintptr_t *targets;
     size_t n;
     uint32_t *hits;
+    uint8_t *pymalloc;    /* the target is a pymalloc block in use */
 } unseen_untraced;
 
 static void
@@ -2052,6 +2053,14 @@ unseen_visit_untraced(void *arg, uintptr_t block, size_t size)
 {
     unseen_untraced *u = arg;
     uintptr_t lo = u->targets[0], hi = u->targets[u->n - 1];
+    uintptr_t caller = block + _PyTraceMalloc_caller_skew;
+    if (caller >= lo && caller <= hi) {
+        uintptr_t *t = bsearch(&caller, u->targets, u->n,
+                               sizeof(*u->targets), unseen_addr_compare);
+        if (t != NULL) {
+            u->pymalloc[t - u->targets] = 1;
+        }
+    }
     for (uintptr_t a = block; a + sizeof(uintptr_t) <= block + size;
          a += sizeof(uintptr_t)) {
         uintptr_t w = *(const uintptr_t *)a;
@@ -2128,6 +2137,7 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
     unseen_hit *hits = NULL;
     uintptr_t *rest = NULL;
     uint32_t *rest_hits = NULL;
+    uint8_t *rest_pymalloc = NULL;
     uint8_t *verdicts = NULL;
     int pinned = 0;
     _PyTraceMalloc_SuspendThread();
@@ -2258,7 +2268,9 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
     hits = calloc(ntargets ? ntargets : 1, sizeof(*hits));
     rest = malloc((ntargets ? ntargets : 1) * sizeof(*rest));
     rest_hits = calloc(ntargets ? ntargets : 1, sizeof(*rest_hits));
-    if (hits == NULL || rest == NULL || rest_hits == NULL) {
+    rest_pymalloc = calloc(ntargets ? ntargets : 1, 1);
+    if (hits == NULL || rest == NULL || rest_hits == NULL
+        || rest_pymalloc == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2278,7 +2290,7 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
         }
     }
     if (nrest) {
-        unseen_untraced u = {rest, nrest, rest_hits};
+        unseen_untraced u = {rest, nrest, rest_hits, rest_pymalloc};
         scanned = _PyTraceMalloc_PymallocForEachUsed(unseen_visit_untraced,
                                                      &u) == 0;
     }
@@ -2349,6 +2361,18 @@ tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
                 if (r != NULL && rest_hits[r - rest] != 0) {
                     kind_name = unseen_kinds[4];    /* untraced memory */
                 }
+                else if (scanned && r != NULL && !rest_pymalloc[r - rest]
+                         && blocks[i].size + _PyTraceMalloc_caller_skew * 3 / 2
+                            <= _PyTraceMalloc_POOL_MAX_REQUEST) {
+                    /* The objects of these types come from
+                       PyObject_Malloc(): a block small enough for pymalloc
+                       (the debug hooks' header and trailer included) that
+                       is not pymalloc's is C memory that only looks like
+                       one (PyMem_RawMalloc()'s).  Not proven. */
+                    kind_name = unseen_kinds[0];
+                    types[i] = NULL;
+                    refcnts[i] = 0;
+                }
                 else if (!scanned) {
                     kind_name = unseen_kinds[6];
                 }
@@ -2416,6 +2440,7 @@ done:
     free(hits);
     free(rest);
     free(rest_hits);
+    free(rest_pymalloc);
     free(verdicts);
     Py_XDECREF(everything);
     if (gc_was_enabled) {

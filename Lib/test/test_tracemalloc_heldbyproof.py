@@ -329,6 +329,34 @@ class HeldByProofTest(unittest.TestCase):
                         self.assertNotIn("bytes", chain["types"], data)
                         self.assertNotIn("float", chain["types"], data)
 
+    def test_raw_block_laid_out_as_bytes(self):
+        # C memory from PyMem_RawMalloc() written as an exact bytes object
+        # of its size, whose address only a Python int keeps (no pointer
+        # to it anywhere): bytes come from PyObject_Malloc(), so a block
+        # this small outside pymalloc is no bytes object kept by C code.
+        reports = self.run_script("""\
+            import struct
+            raw_malloc = ctypes.pythonapi.PyMem_RawMalloc
+            raw_malloc.restype = ctypes.c_void_p
+            raw_malloc.argtypes = [ctypes.c_size_t]
+            raw_free = ctypes.pythonapi.PyMem_RawFree
+            raw_free.argtypes = [ctypes.c_void_p]
+            size = 72
+            head = struct.pack("qQqq", 1, id(bytes), size - 33, -1)
+            body = head + b"B" * (size - len(head) - 1) + b"\\0"
+            addresses = []
+            for i in range(4):
+                addresses.append(raw_malloc(size))                 # RAW
+                ctypes.memmove(addresses[-1], body, size)
+            report("# RAW")
+            for address in addresses:
+                raw_free(address)
+            """)
+        data = reports["# RAW"]
+        self.assertNoCKept(data)
+        self.assertEqual([g["kind"] for g in data["unseen"]], ["block"],
+                         data)
+
     def test_subinterpreter_churn(self):
         # An interpreter with its own GIL makes and frees objects traced
         # at the line searched, while the search reads the line's blocks:
