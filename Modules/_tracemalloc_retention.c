@@ -1804,6 +1804,652 @@ done:
     return result;
 }
 
+/* ---- a site's blocks that no object found is -------------------------- */
+
+/* The search above starts from the objects it can see: those the collector
+   lists and what they refer to.  An object that only C code keeps (a
+   reference leaked by an extra Py_IncRef()) is none of these, but its
+   block is one of the site's live blocks, which the engine knows.  A block
+   is taken for an object only when proven one without reading through it:
+   its head (copied under the engine lock, while the block is sure to be
+   allocated) names one of the exact types whose layout fixes the block's
+   size (bytes, str, int, float, complex: objects that refer to no other),
+   and the size and contents match that layout.  GC objects are proven only
+   by gc.get_objects(), which the site search has already walked: a block
+   that looks like one, and that it did not list, is reported as a block.
+   A proven object is said to be kept by C code or a refcount leak only when
+   no live block of the whole traced heap holds its address (a scan of
+   every traced word), so that a holder the collector cannot follow (a
+   range's bounds, a timezone's offset, an untracked tuple) is named as
+   memory allocated at some line, never as C code; and only when no other
+   interpreter runs, whose objects share these types. */
+
+#define UNSEEN_HEAD 96
+
+typedef struct {
+    uintptr_t block;
+    PyObject *obj;        /* borrowed */
+} unseen_known;
+
+static int
+unseen_known_compare(const void *a, const void *b)
+{
+    uintptr_t x = ((const unseen_known *)a)->block;
+    uintptr_t y = ((const unseen_known *)b)->block;
+    return (x > y) - (x < y);
+}
+
+static int
+unseen_addr_compare(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The known object whose block is BLOCK, or NULL. */
+static PyObject *
+unseen_known_find(const unseen_known *known, size_t n, uintptr_t block)
+{
+    unseen_known key = {block, NULL};
+    const unseen_known *k = bsearch(&key, known, n, sizeof(*known),
+                                    unseen_known_compare);
+    return k != NULL ? k->obj : NULL;
+}
+
+static int
+unseen_addr_has(const uintptr_t *set, size_t n, uintptr_t addr)
+{
+    return bsearch(&addr, set, n, sizeof(*set), unseen_addr_compare) != NULL;
+}
+
+static inline uintptr_t
+unseen_word(const unsigned char *head, size_t offset)
+{
+    uintptr_t w;
+    memcpy(&w, head + offset, sizeof(w));
+    return w;
+}
+
+/* The proven kinds of a block (UNSEEN_OBJECT...): set by unseen_prove(). */
+enum {
+    UNSEEN_BLOCK = 0,     /* not proven an object */
+    UNSEEN_OBJECT,        /* proven: its type and refcount */
+    UNSEEN_IMMORTAL,      /* proven, with an immortal refcount */
+    UNSEEN_INTERNED,      /* proven: a str in the interned table */
+};
+
+#if PY_VERSION_HEX >= 0x030C0000
+#  define UNSEEN_LONG_DIGITS offsetof(PyLongObject, long_value.ob_digit)
+#else
+#  define UNSEEN_LONG_DIGITS offsetof(PyLongObject, ob_digit)
+#endif
+
+/* Whether the block of SIZE bytes whose first bytes are HEAD and last 8
+   TAIL is an object of one of the types below: *TYPE and *REFCNT set. */
+static int
+unseen_prove(const unsigned char *head, const unsigned char *tail,
+             size_t size, PyTypeObject **type, Py_ssize_t *refcnt)
+{
+    if (size < sizeof(PyObject)) {
+        return UNSEEN_BLOCK;
+    }
+    Py_ssize_t rc = (Py_ssize_t)unseen_word(head, 0);
+    PyTypeObject *tp = (PyTypeObject *)unseen_word(head, sizeof(Py_ssize_t));
+    int immortal = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    immortal = (int32_t)rc < 0;     /* _Py_IsImmortal() on 64 bits */
+#endif
+    if (!immortal && (rc < 1 || rc > INT32_MAX)) {
+        return UNSEEN_BLOCK;
+    }
+    int proven = 0, interned = 0;
+    if (tp == &PyBytes_Type) {
+        Py_ssize_t n = (Py_ssize_t)unseen_word(
+            head, offsetof(PyVarObject, ob_size));
+        proven = n >= 0 && n < PY_SSIZE_T_MAX / 2
+                 && size == offsetof(PyBytesObject, ob_sval) + (size_t)n + 1
+                 && tail[7] == 0;
+    }
+    else if (tp == &PyUnicode_Type && size >= sizeof(PyASCIIObject)) {
+        PyASCIIObject a;
+        memcpy(&a, head, sizeof(a));
+        unsigned int kind = a.state.kind;
+        size_t len = (size_t)a.length;
+        if (a.state.compact && a.length >= 0 && a.length < PY_SSIZE_T_MAX / 8
+#if PY_VERSION_HEX < 0x030C0000
+            && a.state.ready
+#else
+            && !a.state.statically_allocated
+#endif
+            && (kind == 1 || kind == 2 || kind == 4)
+            && (!a.state.ascii || kind == 1)) {
+            size_t want = (a.state.ascii ? sizeof(PyASCIIObject)
+                                         : sizeof(PyCompactUnicodeObject))
+                          + (len + 1) * kind;
+            int zero = 1;
+            for (unsigned int i = 0; i < kind; i++) {
+                zero &= tail[7 - i] == 0;
+            }
+            proven = size == want && zero;
+            interned = a.state.interned != 0;
+        }
+    }
+    else if (tp == &PyLong_Type) {
+#if PY_VERSION_HEX >= 0x030C0000
+        uintptr_t tag = unseen_word(head, offsetof(PyLongObject,
+                                                   long_value.lv_tag));
+        size_t ndigits = (size_t)(tag >> 3);
+        unsigned int sign = (unsigned int)(tag & 3);
+        int shape = sign == 1 ? ndigits == 0 : (sign != 3 && ndigits > 0);
+#else
+        Py_ssize_t n = (Py_ssize_t)unseen_word(
+            head, offsetof(PyVarObject, ob_size));
+        size_t ndigits = (size_t)(n < 0 ? -n : n);
+        int shape = n > -(PY_SSIZE_T_MAX / 8) && n < PY_SSIZE_T_MAX / 8;
+#endif
+        /* An arithmetic result may keep the room of a digit or more that
+           normalization took off (x_add(), x_mul()): the block holds at
+           least the digits, in whole digits. */
+        size_t alloc = ndigits ? ndigits : 1;
+        if (shape && ndigits < PY_SSIZE_T_MAX / 8
+            && size >= UNSEEN_LONG_DIGITS + alloc * sizeof(digit)
+            && (size - UNSEEN_LONG_DIGITS) % sizeof(digit) == 0) {
+            digit low, top;
+            memcpy(&low, head + UNSEEN_LONG_DIGITS, sizeof(low));
+            size_t top_at = UNSEEN_LONG_DIGITS + (alloc - 1) * sizeof(digit);
+            if (top_at + sizeof(digit) <= UNSEEN_HEAD) {
+                memcpy(&top, head + top_at, sizeof(top));
+            }
+            else {
+                top = 1;        /* not copied: the low digit is checked */
+            }
+            proven = low < PyLong_BASE && top < PyLong_BASE
+                     && (ndigits == 0 ? low == 0 : top != 0);
+        }
+    }
+    else if (tp == &PyFloat_Type) {
+        proven = size == sizeof(PyFloatObject);
+    }
+    else if (tp == &PyComplex_Type) {
+        proven = size == sizeof(PyComplexObject);
+    }
+    if (!proven) {
+        return UNSEEN_BLOCK;
+    }
+    *type = tp;
+    *refcnt = rc;
+    return immortal ? UNSEEN_IMMORTAL
+                    : (interned ? UNSEEN_INTERNED : UNSEEN_OBJECT);
+}
+
+/* The type a block's head names where the type's own layout puts it
+   (after its pre-header), among the live classes CLASSES: a hint about a
+   block not proven an object, or NULL. */
+static PyTypeObject *
+unseen_hint(const unsigned char *head, size_t size, const uintptr_t *classes,
+            size_t nclasses)
+{
+    static const size_t offsets[] = {1, 3, 5};     /* words */
+    for (size_t i = 0; i < Py_ARRAY_LENGTH(offsets); i++) {
+        size_t offset = offsets[i] * sizeof(uintptr_t);
+        if (offset + sizeof(uintptr_t) > size
+            || offset + sizeof(uintptr_t) > UNSEEN_HEAD) {
+            break;
+        }
+        uintptr_t w = unseen_word(head, offset);
+        if (!unseen_addr_has(classes, nclasses, w)) {
+            continue;
+        }
+        PyTypeObject *tp = (PyTypeObject *)w;
+        size_t pre = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+        pre = _PyType_PreHeaderSize(tp);
+#else
+        pre = PyType_IS_GC(tp) ? sizeof(PyGC_Head) : 0;
+#endif
+        if (pre + sizeof(Py_ssize_t) == offset) {
+            return tp;
+        }
+    }
+    return NULL;
+}
+
+typedef struct {
+    uint32_t hits;
+    uintptr_t block;      /* the first block found holding the address */
+    _PyTraceMalloc_Node node;
+    size_t size;
+} unseen_hit;
+
+typedef struct {
+    const uintptr_t *targets;
+    unseen_hit *hits;
+} unseen_scan;
+
+static void
+unseen_visit_word(void *arg, size_t target, uintptr_t block,
+                  _PyTraceMalloc_Node node, size_t size)
+{
+    unseen_scan *sc = arg;
+    unseen_hit *h = &sc->hits[target];
+    if (h->hits++ == 0) {
+        h->block = block;
+        h->node = node;
+        h->size = size;
+    }
+}
+
+/* The proven objects that no traced word holds, looked for in every
+   block in use of the interpreter's pymalloc arenas, traced or not. */
+typedef struct {
+    const uintptr_t *targets;
+    size_t n;
+    uint32_t *hits;
+    uint8_t *pymalloc;    /* the target is a pymalloc block in use */
+} unseen_untraced;
+
+static void
+unseen_visit_untraced(void *arg, uintptr_t block, size_t size)
+{
+    unseen_untraced *u = arg;
+    uintptr_t lo = u->targets[0], hi = u->targets[u->n - 1];
+    uintptr_t caller = block + _PyTraceMalloc_caller_skew;
+    if (caller >= lo && caller <= hi) {
+        uintptr_t *t = bsearch(&caller, u->targets, u->n,
+                               sizeof(*u->targets), unseen_addr_compare);
+        if (t != NULL) {
+            u->pymalloc[t - u->targets] = 1;
+        }
+    }
+    for (uintptr_t a = block; a + sizeof(uintptr_t) <= block + size;
+         a += sizeof(uintptr_t)) {
+        uintptr_t w = *(const uintptr_t *)a;
+        if (w < lo || w > hi || (w >= block && w < block + size)) {
+            continue;
+        }
+        uintptr_t *t = bsearch(&w, u->targets, u->n, sizeof(*u->targets),
+                               unseen_addr_compare);
+        if (t != NULL) {
+            u->hits[t - u->targets]++;
+        }
+    }
+}
+
+/* 1 if an interpreter other than the caller's exists. */
+static int
+unseen_other_interpreters(void)
+{
+    PyInterpreterState *head = PyInterpreterState_Head();
+    return head != PyInterpreterState_Get()
+           || PyInterpreterState_Next(head) != NULL;
+}
+
+static const char *const unseen_kinds[] = {
+    "block", "c-kept", "immortal", "interned", "referred",
+    "other-interpreter", "unscanned",
+};
+
+PyDoc_STRVAR(tracemalloc_site_unseen__doc__,
+"_site_unseen($module, filename, lineno, found, classes, /)\n"
+"--\n"
+"\n"
+"The live blocks traced at FILENAME:LINENO that are none of the objects\n"
+"FOUND (a list: their blocks and buffers), each as a tuple (kind, type,\n"
+"refcount, size, ref_filename, ref_lineno, ref_type):\n"
+"kind 'block' (not proven an object; TYPE is the class among CLASSES its\n"
+"head names, or None), or, for an object proven by its layout, 'c-kept'\n"
+"(no live block of the interpreter's memory holds its address),\n"
+"'referred' (one does: REF_* say where that block was allocated, None\n"
+"for an untraced one, and the type of the object it is, when known),\n"
+"'immortal', 'interned', 'other-interpreter' (none holds it, but another\n"
+"interpreter runs) or 'unscanned' (no traced block holds it; the\n"
+"untraced ones could not be read: the allocator is not pymalloc).");
+
+static PyObject *
+tracemalloc_site_unseen(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargs)
+{
+    int lineno;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "_site_unseen() takes 4 arguments");
+        return NULL;
+    }
+    if (site_parse_args("_site_unseen", args, 2, &lineno) < 0) {
+        return NULL;
+    }
+    PyObject *filename = args[0], *found = args[2], *classes = args[3];
+    if (!PyList_Check(found) || !PyList_Check(classes)) {
+        PyErr_SetString(PyExc_TypeError, "found and classes must be lists");
+        return NULL;
+    }
+    if (!_Py_tracemalloc_config.tracing) {
+        return PyList_New(0);
+    }
+    PyObject *result = NULL, *everything = NULL;
+    unseen_known *known = NULL;
+    uintptr_t *owned = NULL, *class_set = NULL, *targets = NULL;
+    _PyTraceMalloc_BlockCopy *blocks = NULL;
+    unsigned char *heads = NULL, *tails = NULL;
+    int *kinds = NULL;
+    PyTypeObject **types = NULL;
+    Py_ssize_t *refcnts = NULL;
+    size_t *target_of = NULL;
+    unseen_hit *hits = NULL;
+    uintptr_t *rest = NULL;
+    uint32_t *rest_hits = NULL;
+    uint8_t *rest_pymalloc = NULL;
+    uint8_t *verdicts = NULL;
+    int pinned = 0;
+    _PyTraceMalloc_SuspendThread();
+    int gc_was_enabled = PyGC_Disable();
+
+    /* The blocks that the found objects are or own. */
+    Py_ssize_t nall = 0;
+    Py_ssize_t nfound = PyList_GET_SIZE(found);
+    Py_ssize_t nclasses = PyList_GET_SIZE(classes);
+    size_t nknown = 0, nowned = 0, nclass_set = 0;
+    owned = malloc(((size_t)nfound * 2 + 1) * sizeof(*owned));
+    class_set = malloc(((size_t)nclasses + 1) * sizeof(*class_set));
+    if (owned == NULL || class_set == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nfound; i++) {
+        PyObject *obj = PyList_GET_ITEM(found, i);
+        owned[nowned++] = _PyTraceMalloc_ObjectBlock(obj);
+        uintptr_t buffer;
+        if (site_buffers(obj, &buffer)) {
+            owned[nowned++] = buffer;
+        }
+    }
+    qsort(owned, nowned, sizeof(*owned), unseen_addr_compare);
+    for (Py_ssize_t i = 0; i < nclasses; i++) {
+        PyObject *cls = PyList_GET_ITEM(classes, i);
+        if (PyType_Check(cls)) {
+            class_set[nclass_set++] = (uintptr_t)cls;
+        }
+    }
+    qsort(class_set, nclass_set, sizeof(*class_set), unseen_addr_compare);
+
+    /* The site's live blocks, less those. */
+    size_t nblocks;
+    _PyTraceMalloc_CCTView view;
+    int res = _PyTraceMalloc_StoreCopyBlocks(&blocks, &nblocks, &view);
+    if (res == -1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (res < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the trace store changed while it was copied");
+        goto done;
+    }
+    pinned = 1;
+    int want_kind = PyUnicode_KIND(filename);
+    const void *want_data = PyUnicode_DATA(filename);
+    Py_ssize_t want_length = PyUnicode_GET_LENGTH(filename);
+    size_t nverdicts = 0, nsite = 0;
+    for (size_t i = 0; i < nblocks; i++) {
+        _PyTraceMalloc_Node node = blocks[i].node;
+        if (node >= nverdicts) {
+            size_t n = nverdicts ? nverdicts : 1024;
+            while (n <= node) {
+                n *= 2;
+            }
+            uint8_t *v = realloc(verdicts, n);
+            if (v == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memset(v + nverdicts, 0, n - nverdicts);
+            verdicts = v;
+            nverdicts = n;
+        }
+        if (verdicts[node] == 0) {
+            _PyTraceMalloc_Node parent;
+            int line, kind;
+            uint32_t depth;
+            const void *data;
+            Py_ssize_t length;
+            int match = _PyTraceMalloc_NodeInfo(&view, node, &parent, &line,
+                                                &depth, &data, &kind, &length)
+                && data != NULL && kind == want_kind && length == want_length
+                && (lineno < 0 || line == lineno)
+                && memcmp(data, want_data,
+                          (size_t)length * (size_t)kind) == 0;
+            verdicts[node] = match ? 1 : 2;
+        }
+        if (verdicts[node] == 1
+            && !unseen_addr_has(owned, nowned, blocks[i].ptr)) {
+            blocks[nsite++] = blocks[i];
+        }
+    }
+    _PyTraceMalloc_CCTUnpin();
+    pinned = 0;
+
+    /* Their heads, read while they are sure to be allocated. */
+    size_t nalloc = nsite ? nsite : 1;
+    heads = malloc(nalloc * UNSEEN_HEAD);
+    tails = malloc(nalloc * 8);
+    kinds = malloc(nalloc * sizeof(*kinds));
+    types = malloc(nalloc * sizeof(*types));
+    refcnts = malloc(nalloc * sizeof(*refcnts));
+    target_of = malloc(nalloc * sizeof(*target_of));
+    targets = malloc(nalloc * sizeof(*targets));
+    if (heads == NULL || tails == NULL || kinds == NULL || types == NULL
+        || refcnts == NULL || target_of == NULL || targets == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    _PyTraceMalloc_StoreReadBlocks(blocks, nsite, heads, UNSEEN_HEAD, tails);
+    size_t ntargets = 0;
+    for (size_t i = 0; i < nsite; i++) {
+        types[i] = NULL;
+        refcnts[i] = 0;
+        target_of[i] = SIZE_MAX;
+        if (blocks[i].size == 0) {
+            kinds[i] = -1;          /* freed meanwhile */
+            continue;
+        }
+        const unsigned char *head = heads + i * UNSEEN_HEAD;
+        kinds[i] = unseen_prove(head, tails + i * 8, blocks[i].size,
+                                &types[i], &refcnts[i]);
+        if (kinds[i] == UNSEEN_BLOCK) {
+            types[i] = unseen_hint(head, blocks[i].size, class_set,
+                                   nclass_set);
+        }
+        else if (kinds[i] == UNSEEN_OBJECT) {
+            targets[ntargets++] = blocks[i].ptr;
+        }
+    }
+
+    /* Who holds the proven ones: any traced word with their address. */
+    qsort(targets, ntargets, sizeof(*targets), unseen_addr_compare);
+    hits = calloc(ntargets ? ntargets : 1, sizeof(*hits));
+    rest = malloc((ntargets ? ntargets : 1) * sizeof(*rest));
+    rest_hits = calloc(ntargets ? ntargets : 1, sizeof(*rest_hits));
+    rest_pymalloc = calloc(ntargets ? ntargets : 1, 1);
+    if (hits == NULL || rest == NULL || rest_hits == NULL
+        || rest_pymalloc == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (ntargets) {
+        unseen_scan sc = {targets, hits};
+        _PyTraceMalloc_StoreFindWords(targets, ntargets, unseen_visit_word,
+                                      &sc, &view);
+        pinned = 1;
+    }
+    /* Those no traced word holds: in untraced memory (an object taken from
+       a free list, or made before tracing started)? */
+    size_t nrest = 0;
+    int scanned = 1;
+    for (size_t t = 0; t < ntargets; t++) {
+        if (hits[t].hits == 0) {
+            rest[nrest++] = targets[t];
+        }
+    }
+    if (nrest) {
+        unseen_untraced u = {rest, nrest, rest_hits, rest_pymalloc};
+        scanned = _PyTraceMalloc_PymallocForEachUsed(unseen_visit_untraced,
+                                                     &u) == 0;
+    }
+    int others = unseen_other_interpreters();
+    int named = 0;
+    for (size_t t = 0; t < ntargets && !named; t++) {
+        named = hits[t].hits != 0;
+    }
+    if (named) {
+        /* The holders' names: the objects this interpreter knows (its
+           collector's, and those found at the site) by block. */
+        PyObject *gc = PyImport_ImportModule("gc");
+        if (gc == NULL) {
+            goto done;
+        }
+        everything = PyObject_CallMethod(gc, "get_objects", NULL);
+        Py_DECREF(gc);
+        if (everything == NULL) {
+            goto done;
+        }
+        if (!PyList_Check(everything)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "gc.get_objects() is not a list");
+            goto done;
+        }
+        nall = PyList_GET_SIZE(everything);
+        known = malloc(((size_t)(nall + nfound) + 1) * sizeof(*known));
+        if (known == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < nall + nfound; i++) {
+            PyObject *obj = i < nall ? PyList_GET_ITEM(everything, i)
+                                     : PyList_GET_ITEM(found, i - nall);
+            known[nknown].block = _PyTraceMalloc_ObjectBlock(obj);
+            known[nknown].obj = obj;
+            nknown++;
+        }
+        qsort(known, nknown, sizeof(*known), unseen_known_compare);
+    }
+
+    result = PyList_New(0);
+    if (result == NULL) {
+        goto done;
+    }
+    for (size_t i = 0; i < nsite; i++) {
+        if (kinds[i] < 0) {
+            continue;
+        }
+        const char *kind_name = unseen_kinds[0];
+        PyObject *ref_filename = Py_None, *ref_type = Py_None;
+        int ref_lineno = 0;
+        PyObject *ref_name = NULL;
+        switch (kinds[i]) {
+        case UNSEEN_IMMORTAL:
+            kind_name = unseen_kinds[2];
+            break;
+        case UNSEEN_INTERNED:
+            kind_name = unseen_kinds[3];
+            break;
+        case UNSEEN_OBJECT: {
+            uintptr_t *t = bsearch(&blocks[i].ptr, targets, ntargets,
+                                   sizeof(*targets), unseen_addr_compare);
+            unseen_hit *h = &hits[t - targets];
+            if (h->hits == 0) {
+                uintptr_t *r = bsearch(&blocks[i].ptr, rest, nrest,
+                                       sizeof(*rest), unseen_addr_compare);
+                if (r != NULL && rest_hits[r - rest] != 0) {
+                    kind_name = unseen_kinds[4];    /* untraced memory */
+                }
+                else if (scanned && r != NULL && !rest_pymalloc[r - rest]
+                         && blocks[i].size + _PyTraceMalloc_caller_skew * 3 / 2
+                            <= _PyTraceMalloc_POOL_MAX_REQUEST) {
+                    /* The objects of these types come from
+                       PyObject_Malloc(): a block small enough for pymalloc
+                       (the debug hooks' header and trailer included) that
+                       is not pymalloc's is C memory that only looks like
+                       one (PyMem_RawMalloc()'s).  Not proven. */
+                    kind_name = unseen_kinds[0];
+                    types[i] = NULL;
+                    refcnts[i] = 0;
+                }
+                else if (!scanned) {
+                    kind_name = unseen_kinds[6];
+                }
+                else {
+                    kind_name = others ? unseen_kinds[5] : unseen_kinds[1];
+                }
+                break;
+            }
+            kind_name = unseen_kinds[4];
+            _PyTraceMalloc_Node parent;
+            int kind;
+            uint32_t depth;
+            const void *data;
+            Py_ssize_t length;
+            if (_PyTraceMalloc_NodeInfo(&view, h->node, &parent,
+                                        &ref_lineno, &depth, &data, &kind,
+                                        &length)
+                && data != NULL) {
+                ref_name = PyUnicode_FromKindAndData(kind, data, length);
+                if (ref_name == NULL) {
+                    Py_CLEAR(result);
+                    goto done;
+                }
+                ref_filename = ref_name;
+            }
+            PyObject *holder = known != NULL
+                ? unseen_known_find(known, nknown, h->block) : NULL;
+            if (holder != NULL) {
+                ref_type = (PyObject *)Py_TYPE(holder);
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        PyObject *item = Py_BuildValue(
+            "(sOnnOiO)", kind_name,
+            types[i] != NULL ? (PyObject *)types[i] : Py_None,
+            refcnts[i], (Py_ssize_t)blocks[i].size, ref_filename,
+            ref_lineno, ref_type);
+        Py_XDECREF(ref_name);
+        if (item == NULL || PyList_Append(result, item) < 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+
+done:
+    if (pinned) {
+        _PyTraceMalloc_CCTUnpin();
+    }
+    free(known);
+    free(owned);
+    free(class_set);
+    free(targets);
+    free(blocks);
+    free(heads);
+    free(tails);
+    free(kinds);
+    free(types);
+    free(refcnts);
+    free(target_of);
+    free(hits);
+    free(rest);
+    free(rest_hits);
+    free(rest_pymalloc);
+    free(verdicts);
+    Py_XDECREF(everything);
+    if (gc_was_enabled) {
+        PyGC_Enable();
+    }
+    _PyTraceMalloc_ResumeThread();
+    return result;
+}
+
 #define TRACEMALLOC_RETENTION_METHODDEFS \
     {"_retention_paths", _PyCFunction_CAST(tracemalloc_retention_paths), \
      METH_FASTCALL | METH_KEYWORDS, tracemalloc_retention_paths__doc__}, \
@@ -1815,6 +2461,8 @@ done:
      METH_FASTCALL, tracemalloc_site_objects__doc__}, \
     {"_site_blocks", _PyCFunction_CAST(tracemalloc_site_blocks), \
      METH_FASTCALL, tracemalloc_site_blocks__doc__}, \
+    {"_site_unseen", _PyCFunction_CAST(tracemalloc_site_unseen), \
+     METH_FASTCALL, tracemalloc_site_unseen__doc__}, \
     {"_frame_roots", tracemalloc_frame_roots, METH_NOARGS, \
      tracemalloc_frame_roots__doc__}, \
     {"_untraced_call", _PyCFunction_CAST(tracemalloc_untraced_call), \

@@ -630,6 +630,205 @@ _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces, size_t *count,
     return 0;
 }
 
+/* ---- the live blocks themselves (the retention search) ---------------- */
+
+/* Each live block of the default domain, under the lock held by the
+   caller: FUNC(ARG, address, node, size); a non-zero return stops. */
+typedef int (*each_block_func)(void *arg, uintptr_t ptr,
+                               _PyTraceMalloc_Node node, size_t size);
+typedef struct {
+    each_block_func func;
+    void *arg;
+} each_block_state;
+
+static int
+each_block_slots(_PyTraceMalloc_Slot *slots, uint32_t nslots, uint32_t live,
+                 void *arg)
+{
+    each_block_state *st = arg;
+    /* SLOTS is the array of a pool's _PyTraceMalloc_PoolTraces: slot J is
+       the J-th block of the pool, whose caller got it at the caller skew
+       (a slot is used only for that address, see
+       _PyTraceMalloc_PoolTracesSlot()). */
+    const _PyTraceMalloc_PoolTraces *pt = (const _PyTraceMalloc_PoolTraces *)
+        ((const char *)slots - offsetof(_PyTraceMalloc_PoolTraces, slots));
+    uintptr_t first = (uintptr_t)pt->pool + _PyTraceMalloc_POOL_OVERHEAD
+                      + _PyTraceMalloc_caller_skew;
+    uint32_t seen = 0;
+    for (uint32_t j = 0; j < nslots && seen < live; j++) {
+        uint32_t stored = _PyTraceMalloc_SlotNode(&slots[j]);
+        if (stored == 0) {
+            continue;
+        }
+        seen++;
+        int res = st->func(st->arg, first + (uintptr_t)j * pt->block_size,
+                           stored_node(stored), slots[j].size);
+        if (res) {
+            return res;
+        }
+    }
+    return 0;
+}
+
+static int
+each_block_unlocked(each_block_func func, void *arg)
+{
+    each_block_state st = {func, arg};
+    int res = _PyTraceMalloc_PoolSlotsForEach(each_block_slots, &st);
+    if (res || tm.store.entries == NULL) {
+        return res;
+    }
+    for (size_t i = 0; i <= tm.store.mask; i++) {
+        table_entry *e = &tm.store.entries[i];
+        if (e->ptr == 0 || e->domain != _PyTraceMalloc_DEFAULT_DOMAIN) {
+            continue;
+        }
+        res = func(arg, e->ptr, stored_node(e->node), e->size);
+        if (res) {
+            return res;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    _PyTraceMalloc_BlockCopy *out;
+    size_t n;
+    size_t cap;
+} block_copy_state;
+
+static int
+copy_one_block(void *arg, uintptr_t ptr, _PyTraceMalloc_Node node,
+               size_t size)
+{
+    block_copy_state *st = arg;
+    if (st->n == st->cap) {
+        return -1;      /* the totals lied: caught by the caller */
+    }
+    _PyTraceMalloc_BlockCopy *b = &st->out[st->n++];
+    b->ptr = ptr;
+    b->node = node;
+    b->size = size;
+    return 0;
+}
+
+int
+_PyTraceMalloc_StoreCopyBlocks(_PyTraceMalloc_BlockCopy **blocks,
+                               size_t *count, _PyTraceMalloc_CCTView *view)
+{
+    int side = engine_lock();
+    /* Every domain's traces: at least the default domain's. */
+    block_copy_state st = {NULL, 0, tm.store.ntraces};
+    /* malloc(), not a traced API: the lock is held. */
+    st.out = _PyTraceMalloc_BulkAlloc((st.cap ? st.cap : 1)
+                                      * sizeof(*st.out));
+    if (st.out == NULL) {
+        engine_leave(side);
+        return -1;
+    }
+    _PyTraceMalloc_CCTPin_unlocked(view);
+    int res = each_block_unlocked(copy_one_block, &st);
+    engine_leave(side);
+    if (res != 0) {
+        _PyTraceMalloc_CCTUnpin();
+        free(st.out);
+        return -2;
+    }
+    *blocks = st.out;
+    *count = st.n;
+    return 0;
+}
+
+void
+_PyTraceMalloc_StoreReadBlocks(_PyTraceMalloc_BlockCopy *blocks, size_t n,
+                               unsigned char *heads, size_t head_size,
+                               unsigned char *tails)
+{
+    /* Under the lock: the hooks take a block's trace out, under it, before
+       they free the block (trace_remove(), realloc_traced()), so a block
+       that has its trace here stays allocated until the lock is left,
+       whichever thread or interpreter owns it. */
+    int side = engine_lock();
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *head = heads + i * head_size;
+        unsigned char *tail = tails + i * 8;
+        memset(head, 0, head_size);
+        memset(tail, 0, 8);
+        _PyTraceMalloc_Node node;
+        size_t size;
+        if (!_PyTraceMalloc_StoreGet_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                              blocks[i].ptr, &node, &size)
+            || size != blocks[i].size || node != blocks[i].node) {
+            blocks[i].size = 0;     /* freed, or another block now */
+            continue;
+        }
+        const unsigned char *p = (const unsigned char *)blocks[i].ptr;
+        memcpy(head, p, size < head_size ? size : head_size);
+        if (size >= 8) {
+            memcpy(tail, p + size - 8, 8);
+        }
+        else {
+            memcpy(tail + 8 - size, p, size);
+        }
+    }
+    engine_leave(side);
+}
+
+typedef struct {
+    const uintptr_t *targets;
+    size_t n;
+    uintptr_t lo, hi;
+    _PyTraceMalloc_WordVisitor visit;
+    void *arg;
+} find_words_state;
+
+static int
+find_words_block(void *arg, uintptr_t ptr, _PyTraceMalloc_Node node,
+                 size_t size)
+{
+    find_words_state *st = arg;
+    /* Only whole aligned words: a pointer an object keeps is one. */
+    uintptr_t start = (ptr + sizeof(uintptr_t) - 1)
+                      & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+    uintptr_t end = ptr + size;
+    for (uintptr_t a = start; a + sizeof(uintptr_t) <= end;
+         a += sizeof(uintptr_t)) {
+        uintptr_t w = *(const uintptr_t *)a;
+        if (w < st->lo || w > st->hi || w == ptr) {
+            continue;
+        }
+        size_t lo = 0, hi = st->n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (st->targets[mid] < w) {
+                lo = mid + 1;
+            }
+            else {
+                hi = mid;
+            }
+        }
+        if (lo < st->n && st->targets[lo] == w) {
+            st->visit(st->arg, lo, ptr, node, size);
+        }
+    }
+    return 0;
+}
+
+void
+_PyTraceMalloc_StoreFindWords(const uintptr_t *targets, size_t n,
+                              _PyTraceMalloc_WordVisitor visit, void *arg,
+                              _PyTraceMalloc_CCTView *view)
+{
+    int side = engine_lock();
+    _PyTraceMalloc_CCTPin_unlocked(view);
+    if (n > 0) {
+        find_words_state st = {targets, n, targets[0], targets[n - 1],
+                               visit, arg};
+        (void)each_block_unlocked(find_words_block, &st);
+    }
+    engine_leave(side);
+}
+
 int
 _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
 {
