@@ -155,6 +155,7 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm.store.native_peak = 0;
     tm.store.tracked_in_table = 0;
     tm.peak.pending = 0;
+    hidden_clear();
     if (tm.sample.interval) {
         sample_filter_clear();
     }
@@ -552,7 +553,185 @@ _PyTraceMalloc_StoreMemory_unlocked(void)
 {
     size_t table = tm.store.entries
                    ? (tm.store.mask + 1) * sizeof(table_entry) : 0;
-    return table + _PyTraceMalloc_PoolSlotsMemory();
+    return table + _PyTraceMalloc_PoolSlotsMemory() + hidden_memory();
+}
+
+/* ---- the exports' blocks ------------------------------------------------ */
+
+/* What code run with its thread's tracing suspended (the exports of
+   Modules/_tracemalloc.c, the retention search: the tracer's own work,
+   _PyTraceMalloc_SuspendThread()) allocates in the default domain, and
+   the objects it takes from a free list with a trace, are not the
+   program's memory: no output may count them.  But once the tracer drops
+   them, the free lists hand them to the program, whose line must then
+   own them, as if the tracer had never run (upstream: its traces move
+   from the export's line to the program's).  So they are kept here, by
+   address with their size, apart from the traces (I15): nothing that
+   reads the store sees them, and the re-trace of a block the store does
+   not hold looks here before it gives up (hidden_retrace()).  A free or
+   a resize that finds no trace takes its block out of here; the hot
+   paths, which find one, never look.
+
+   Memory is malloc()'s, as the table's; without it, a block is simply
+   not kept (it stays untraced, as it was before this set existed). */
+
+#define HIDDEN_MIN_CAPACITY 1024
+
+static inline size_t
+hidden_index(uintptr_t ptr, size_t mask)
+{
+    return table_hash(_PyTraceMalloc_DEFAULT_DOMAIN, ptr) & mask;
+}
+
+/* Rehash into CAPACITY entries (a power of 2 with room for all): -1 when
+   out of memory, the set unchanged. */
+static int
+hidden_resize(size_t capacity)
+{
+    hidden_entry *entries = _PyTraceMalloc_RawAlloc(
+        capacity * sizeof(hidden_entry), 1);
+    if (entries == NULL) {
+        return -1;
+    }
+    size_t mask = capacity - 1;
+    if (tm.hidden.entries != NULL) {
+        for (size_t i = 0; i <= tm.hidden.mask; i++) {
+            hidden_entry *e = &tm.hidden.entries[i];
+            if (e->ptr != 0) {
+                size_t j = hidden_index(e->ptr, mask);
+                while (entries[j].ptr != 0) {
+                    j = (j + 1) & mask;
+                }
+                entries[j] = *e;
+            }
+        }
+    }
+    free(tm.hidden.entries);
+    tm.hidden.entries = entries;
+    tm.hidden.mask = mask;
+    return 0;
+}
+
+/* The entry of PTR, or the empty entry where it would go (the set must
+   exist). */
+static inline hidden_entry *
+hidden_probe(uintptr_t ptr)
+{
+    size_t i = hidden_index(ptr, tm.hidden.mask);
+    for (;;) {
+        hidden_entry *e = &tm.hidden.entries[i];
+        if (e->ptr == 0 || e->ptr == ptr) {
+            return e;
+        }
+        i = (i + 1) & tm.hidden.mask;
+    }
+}
+
+/* Keep PTR, a block of SIZE bytes that has no trace, as an export's. */
+static void
+hidden_add(uintptr_t ptr, size_t size)
+{
+    if (ptr == 0) {
+        return;
+    }
+    if (tm.hidden.entries == NULL) {
+        if (hidden_resize(HIDDEN_MIN_CAPACITY) < 0) {
+            return;
+        }
+    }
+    hidden_entry *e = hidden_probe(ptr);
+    if (e->ptr == 0) {
+        if ((tm.hidden.used + 1) * 4 > (tm.hidden.mask + 1) * 3) {
+            if (hidden_resize((tm.hidden.mask + 1) * 2) < 0) {
+                return;
+            }
+            e = hidden_probe(ptr);
+        }
+        e->ptr = ptr;
+        tm.hidden.used++;
+        if (tm.sample.interval) {
+            /* Its free and its re-trace must reach the hooks. */
+            sample_filter_add(ptr);
+        }
+    }
+    e->size = size;
+}
+
+/* Take PTR out of the set: 1 with its size in *SIZE, 0 if it is not
+   there.  Cheap when the set is empty, which it is unless the program
+   uses the exports. */
+static int
+hidden_take(uintptr_t ptr, size_t *size)
+{
+    if (tm.hidden.used == 0) {
+        return 0;
+    }
+    hidden_entry *e = hidden_probe(ptr);
+    if (e->ptr == 0) {
+        return 0;
+    }
+    *size = e->size;
+    /* Backward-shift deletion, as table_delete(). */
+    size_t mask = tm.hidden.mask;
+    size_t hole = (size_t)(e - tm.hidden.entries);
+    size_t i = hole;
+    for (;;) {
+        i = (i + 1) & mask;
+        hidden_entry *next = &tm.hidden.entries[i];
+        if (next->ptr == 0) {
+            break;
+        }
+        size_t home = hidden_index(next->ptr, mask);
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            tm.hidden.entries[hole] = *next;
+            hole = i;
+        }
+    }
+    tm.hidden.entries[hole].ptr = 0;
+    tm.hidden.used--;
+    if (tm.sample.interval) {
+        sample_filter_remove(ptr);
+    }
+    /* Shrink once the exports' objects are mostly gone (a snapshot of a
+       million traces dropped): a quarter of the room for the rest. */
+    size_t capacity = mask + 1;
+    if (capacity > HIDDEN_MIN_CAPACITY && tm.hidden.used * 16 < capacity) {
+        size_t want = capacity / 4;
+        if (want < HIDDEN_MIN_CAPACITY) {
+            want = HIDDEN_MIN_CAPACITY;
+        }
+        (void)hidden_resize(want);
+    }
+    return 1;
+}
+
+/* Forget every export's block: with the traces (clear_traces(), stop(),
+   start()), since upstream's reuse of an object freed before them finds
+   no trace either. */
+static void
+hidden_clear(void)
+{
+    free(tm.hidden.entries);
+    tm.hidden.entries = NULL;
+    tm.hidden.mask = 0;
+    tm.hidden.used = 0;
+}
+
+static size_t
+hidden_memory(void)
+{
+    return tm.hidden.entries
+           ? (tm.hidden.mask + 1) * sizeof(hidden_entry) : 0;
+}
+
+/* Blocks in the set, and how many the program took back (tests). */
+void
+_PyTraceMalloc_HiddenStats(size_t *count, uint64_t *retraced)
+{
+    int side = engine_lock();
+    *count = tm.hidden.used;
+    *retraced = tm.hidden.retraced;
+    engine_leave(side);
 }
 
 /* ---- export and checks -------------------------------------------------- */
@@ -658,6 +837,35 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
         }
         if (reason == NULL && table_count != tm.store.used) {
             reason = "the table's entry count is wrong";
+        }
+    }
+    if (reason == NULL && slot_count >= 0 && tm.hidden.entries != NULL) {
+        /* I15: an export's block has no trace. */
+        size_t hidden_count = 0;
+        for (size_t i = 0; i <= tm.hidden.mask; i++) {
+            hidden_entry *e = &tm.hidden.entries[i];
+            if (e->ptr == 0) {
+                continue;
+            }
+            hidden_count++;
+            _PyTraceMalloc_Node node;
+            size_t size;
+            int traced = side
+                ? _PyTraceMalloc_StoreGet_unlocked(
+                      _PyTraceMalloc_DEFAULT_DOMAIN, e->ptr, &node, &size)
+                : store_get_table(_PyTraceMalloc_DEFAULT_DOMAIN, e->ptr,
+                                  &node, &size);
+            if (traced) {
+                reason = "an export's block has a trace too";
+                break;
+            }
+            if (hidden_probe(e->ptr) != e) {
+                reason = "an export's block cannot be found from its key";
+                break;
+            }
+        }
+        if (reason == NULL && hidden_count != tm.hidden.used) {
+            reason = "the count of the exports' blocks is wrong";
         }
     }
     size_t current = tm.store.current, count = tm.store.ntraces;
