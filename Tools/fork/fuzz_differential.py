@@ -18,7 +18,10 @@ exact     the program runs on the fork and on pristine CPython of the same
           what pristine reports.  The free lists are emptied (gc.collect())
           before each report, so that the documented differences of
           take_snapshot() with free lists ("Differences from upstream" in
-          Doc/library/tracemalloc.rst) cannot show; programs make no
+          Doc/library/tracemalloc.rst) cannot show, and after it, so that
+          the report's objects reach no step (pristine leaves the trace
+          tuples it allocated untraced, to be reused untraced; the fork
+          traces them at the line that reuses them); programs make no
           generator, coroutine or frame object (16 bytes bigger in the
           fork, documented), and every free-list reuse happens inside one
           step.  One reuse differs by design: the fork re-traces a
@@ -709,8 +712,9 @@ def M(k):
     OUT.write(json.dumps(rep) + "\n")
     OUT.flush()
     del rep, agg
-    # the report's own objects (made untraced by the fork's _get_traces(),
-    # traced by pristine's: documented) must not reach the program
+    # the report's own objects must not reach the program: pristine's
+    # _get_traces() leaves the tuples it allocates untraced (reused
+    # untraced), the fork's keeps them apart and traces them when reused
     gc.collect()
 
 def _NON():
