@@ -213,12 +213,6 @@ typedef struct {
 
 #define TABLE_MIN_CAPACITY 1024
 
-/* An entry of the exports' blocks (see tm.hidden). */
-typedef struct {
-    uintptr_t ptr;              /* 0: empty entry */
-    size_t size;
-} hidden_entry;
-
 /* ---- state ------------------------------------------------------------- */
 
 /* All the engine's mutable state but the pool slots (in obmalloc.c's
@@ -317,12 +311,14 @@ static struct {
        the default domain's blocks that code run with its thread's tracing
        suspended allocated, or took from a free list with a trace, by
        address, with their size; apart from the traces, so that nothing
-       reports them, until the program reuses one.  Open addressing, as
-       the table.  Protected by the engine lock (I15). */
+       reports them, until the program reuses one.  A map of address
+       windows.  Protected by the engine lock (I15). */
     struct {
-        hidden_entry *entries;
-        size_t mask;                /* capacity - 1; a power of 2 */
-        size_t used;
+        struct hidden_window **windows; /* the index, by address window */
+        size_t mask;                /* its capacity - 1; a power of 2 */
+        size_t nwindows;
+        struct hidden_window *last; /* the window used last, or NULL */
+        size_t used;                /* blocks kept */
         uint64_t retraced;          /* taken back by a re-trace (tests) */
     } hidden;
 
