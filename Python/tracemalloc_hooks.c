@@ -773,10 +773,6 @@ _PyTraceMalloc_ReallocHook(PyMemAllocatorEx *alloc, void *ptr, size_t size,
 
 /* ---- objects ------------------------------------------------------------ */
 
-/* The re-trace proper of _PyTraceMalloc_NewReference(), by the engine's
-   GIL holder: inline on the lean path, out of line on the general one
-   (retrace_object()), so that its register saves are not paid by the new
-   objects the general path skips. */
 /* Reused by the tracer's own code (an export): the block is the
    tracer's now, not the program's (upstream would trace it at the line
    that called the export): its trace goes, and the block is kept as an
@@ -819,6 +815,10 @@ hidden_retrace(uintptr_t ptr, PyThreadState *tstate, int side)
     return 1;
 }
 
+/* The re-trace proper of _PyTraceMalloc_NewReference(), by the engine's
+   GIL holder: inline on the lean path, out of line on the general one
+   (retrace_object()), so that its register saves are not paid by the new
+   objects the general path skips. */
 static inline int
 retrace_gil(uintptr_t ptr)
 {
