@@ -97,7 +97,10 @@ PyDoc_STRVAR(engine_stats_doc,
 "asymmetric (1 while the engine lock uses membarrier(2)), blocks_exact\n"
 "(1 while the mem and obj allocators are known ones, whose blocks the\n"
 "hooks find without checks), lean (1 while the lean paths are on),\n"
-"site_tables and site_table_bytes, line_maps and line_map_bytes.");
+"site_tables and site_table_bytes, line_maps and line_map_bytes,\n"
+"export_blocks (blocks the exports made or took from a free list, kept\n"
+"untraced until the program reuses one) and export_retraced (those the\n"
+"program took back, traced at its line).");
 
 static PyObject *
 engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -106,9 +109,12 @@ engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
     uint64_t misses, compactions;
     size_t entries;
     size_t tables[4];
+    size_t hidden;
+    uint64_t retraced;
     _PyTraceMalloc_CCTStats(&nnodes, &misses, &compactions, &entries);
     _PyTraceMalloc_FrameTableStats(tables);
-    return Py_BuildValue("{sIsKsKsnsisisisnsnsnsn}",
+    _PyTraceMalloc_HiddenStats(&hidden, &retraced);
+    return Py_BuildValue("{sIsKsKsnsisisisnsnsnsnsnsK}",
                          "nodes", (unsigned int)nnodes,
                          "cache_misses", (unsigned long long)misses,
                          "compactions", (unsigned long long)compactions,
@@ -119,7 +125,9 @@ engine_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
                          "site_tables", (Py_ssize_t)tables[0],
                          "site_table_bytes", (Py_ssize_t)tables[1],
                          "line_maps", (Py_ssize_t)tables[2],
-                         "line_map_bytes", (Py_ssize_t)tables[3]);
+                         "line_map_bytes", (Py_ssize_t)tables[3],
+                         "export_blocks", (Py_ssize_t)hidden,
+                         "export_retraced", (unsigned long long)retraced);
 }
 
 /* A user allocator of the mem domain written on the public raw API, as

@@ -1955,8 +1955,10 @@ PyDoc_STRVAR(tracemalloc_clear_free_lists__doc__,
 "--\n"
 "\n"
 "Empty the interpreter's free lists (as gc.collect() does, without the\n"
-"collection).  The objects of the module's exports are untraced: once\n"
-"freed, a free list would hand them to the program untraced.");
+"collection).  What they hold from before tracing started (or before\n"
+"clear_traces()) is untraced: a free list would hand it to the program\n"
+"untraced.  (The objects of the module's exports are traced when the\n"
+"program reuses them.)");
 
 static PyObject *
 tracemalloc_clear_free_lists(PyObject *module, PyObject *Py_UNUSED(ignored))

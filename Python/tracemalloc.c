@@ -408,6 +408,10 @@ PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
     if (_PyTraceMalloc_TRACING()) {
         compact_if_due();
         _PyTraceMalloc_Node node = current_node(tstate);
+        if (domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+            /* Tracked by its owner: not an export's block (I15). */
+            hidden_forget(ptr);
+        }
         res = node == UINT32_MAX ? -1
               : (side && !tm.sample.interval)
                 ? store_track(domain, ptr, size, node)
@@ -439,7 +443,10 @@ PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
     int side = engine_enter(0, &tstate);
     _PyTraceMalloc_Node node;
     size_t size;
-    (void)store_remove(domain, ptr, &node, &size, store_where(1, side), 0);
+    if (!store_remove(domain, ptr, &node, &size, store_where(1, side), 0)
+        && domain == _PyTraceMalloc_DEFAULT_DOMAIN) {
+        hidden_forget(ptr);
+    }
     engine_leave(side);
     if (ensured) {
         PyGILState_Release(gil_state);
@@ -478,12 +485,12 @@ _PyTraceMalloc_ObjectBlock(PyObject *obj)
     return base_object_block(obj);
 }
 
-/* The engine's exports make their objects untraced.  Freed, those go to
-   the free lists, and an object the program takes from there later has no
-   trace to move to its line: upstream traced them at the export's line and
-   moves that trace.  A caller that takes snapshots in a loop (the leak
-   checker) drops them, then empties the free lists with this, so that the
-   program's next objects get blocks of their own, traced at their line. */
+/* Empty the interpreter's free lists (as gc.collect() does, without the
+   collection).  What they hold from before tracing started (or before
+   clear_traces()) has no trace, and the program would get it untraced: a
+   caller that measures in rounds (the leak checker) empties them at the
+   start of each.  The exports' own objects need no such care: they are
+   kept as the exports' blocks (I15) and traced when reused. */
 void
 _PyTraceMalloc_ClearFreeLists(void)
 {

@@ -307,6 +307,21 @@ static struct {
         int tracked_in_table;
     } store;
 
+    /* The exports' blocks (tracemalloc_store.c, "The exports' blocks"):
+       the default domain's blocks that code run with its thread's tracing
+       suspended allocated, or took from a free list with a trace, by
+       address, with their size; apart from the traces, so that nothing
+       reports them, until the program reuses one.  A map of address
+       windows.  Protected by the engine lock (I15). */
+    struct {
+        struct hidden_window **windows; /* the index, by address window */
+        size_t mask;                /* its capacity - 1; a power of 2 */
+        size_t nwindows;
+        struct hidden_window *last; /* the window used last, or NULL */
+        size_t used;                /* blocks kept */
+        uint64_t retraced;          /* taken back by a re-trace (tests) */
+    } hidden;
+
     /* Sampling (tracemalloc_sample.c).  interval: written under the
        engine lock while tracing is off, read under it (the hooks read
        their own copy, _PyTraceMalloc_sample_interval).  epoch, threads and seed:
@@ -434,6 +449,11 @@ static int store_track(unsigned int domain, uintptr_t ptr, size_t size,
                        _PyTraceMalloc_Node node);
 static int store_get_table(unsigned int domain, uintptr_t ptr,
                            _PyTraceMalloc_Node *node, size_t *size);
+/* The exports' blocks (tm.hidden), under the engine lock. */
+static void hidden_add(uintptr_t ptr, size_t size);
+static int hidden_take(uintptr_t ptr, size_t *size);
+static void hidden_clear(void);
+static size_t hidden_memory(void);
 
 /* tracemalloc_tree.c; the _unlocked functions need the engine lock. */
 extern uint32_t _PyTraceMalloc_NodeCount(void);

@@ -17,9 +17,18 @@
    API is a function call and a lookup). */
 static _Thread_local int tm_untraced_depth;
 
+/* The part of tm_untraced_depth that suspensions make (the exports, the
+   retention search: the tracer's own work), without the user allocators'
+   own calls.  While the two are equal and not 0, the thread allocates for
+   the tracer: its blocks of the mem and obj domains are kept as the
+   exports' blocks (I15), untraced but re-traced when the program reuses
+   them from a free list. */
+static _Thread_local int tm_suspended;
+
 int
 _PyTraceMalloc_SuspendThread(void)
 {
+    tm_suspended++;
     return tm_untraced_depth++;
 }
 
@@ -30,7 +39,51 @@ _PyTraceMalloc_ResumeThread(void)
     if (depth > 0) {
         tm_untraced_depth--;
     }
+    if (tm_suspended > 0) {
+        tm_suspended--;
+    }
     return depth;
+}
+
+/* The untraced block PTR (not NULL) that this thread just got, with the
+   GIL, from the mem or obj domain: the tracer's own when the whole
+   untraced depth is suspensions (not a user allocator's own block). */
+static inline int
+export_level(void)
+{
+    return tm_suspended != 0 && tm_untraced_depth == tm_suspended;
+}
+
+/* Keep PTR, SIZE bytes just allocated at the export level, as an
+   export's block.  Out of line: only the tracer's own allocations get
+   here. */
+Py_NO_INLINE static void
+export_block(void *ptr, size_t size)
+{
+    PyThreadState *tstate;
+    int side = engine_enter(1, &tstate);
+    if (_PyTraceMalloc_TRACING()) {
+        hidden_add((uintptr_t)ptr, size);
+    }
+    engine_leave(side);
+}
+
+/* A free or a resize found no trace of PTR: if it is an export's block,
+   it is one no longer (its address may be handed out again, to be
+   traced).  The lookup only when the set has blocks. */
+Py_NO_INLINE static void
+hidden_forget_slow(uintptr_t ptr)
+{
+    size_t size;
+    (void)hidden_take(ptr, &size);
+}
+
+static inline void
+hidden_forget(uintptr_t ptr)
+{
+    if (tm.hidden.used != 0) {
+        hidden_forget_slow(ptr);
+    }
 }
 
 /* Enter the engine from a hook.  GIL_HELD is 1 for the mem and obj
@@ -405,6 +458,9 @@ retrace_fast(uintptr_t ptr, int *found)
         return 0;
     }
     uint32_t stored = _PyTraceMalloc_SlotNode(slot);
+    if (stored == 0 && tm.hidden.used != 0) {
+        return 0;       /* maybe an export's block (I15) */
+    }
     if (stored != node_to_stored(node) && stored != 0) {
         if (tm.peak.pending) {
             return 0;
@@ -416,7 +472,8 @@ retrace_fast(uintptr_t ptr, int *found)
         _PyTraceMalloc_SlotSetNode(slot, node_to_stored(node));
     }
     _PyTraceMalloc_Unlock();
-    /* 0: allocated before tracing started, no trace to move. */
+    /* 0: allocated before tracing started, no trace to move, and no
+       export's block. */
     *found = stored != 0;
     return 1;
 }
@@ -463,6 +520,9 @@ static inline void *
 lean_trace(PyMemAllocatorEx *alloc, void *ptr, size_t size)
 {
     if (ptr == NULL || tm_untraced_depth != 0) {
+        if (ptr != NULL && export_level()) {
+            export_block(ptr, size);
+        }
         return ptr;
     }
     if (!lean_lock_fast()) {
@@ -505,6 +565,9 @@ lean_free_locked(PyMemAllocatorEx *alloc, void *ptr)
     if (store_remove(_PyTraceMalloc_DEFAULT_DOMAIN, (uintptr_t)ptr, &node,
                      &size, STORE_POOL_FIRST, 1)) {
         remember_removed(ptr, node);
+    }
+    else {
+        hidden_forget((uintptr_t)ptr);
     }
     _PyTraceMalloc_Unlock();
     alloc->free(alloc->ctx, ptr);
@@ -550,9 +613,17 @@ lean_free(PyMemAllocatorEx *alloc, void *ptr)
 static inline void *
 traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
-    if (ptr != NULL && tm_untraced_depth == 0
-        && trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
-                     fresh_block_pooled(size, gil_held), 1, 0) < 0) {
+    if (ptr == NULL) {
+        return NULL;
+    }
+    if (tm_untraced_depth != 0) {
+        if (gil_held && export_level()) {
+            export_block(ptr, size);
+        }
+        return ptr;
+    }
+    if (trace_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
+                  fresh_block_pooled(size, gil_held), 1, 0) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
@@ -568,9 +639,20 @@ traced_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 static void *
 sampled_result(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held)
 {
-    if (sample_crossed(size) && ptr != NULL && tm_untraced_depth == 0
-        && trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
-                          0, 1, 0) < 0) {
+    if (!sample_crossed(size) || ptr == NULL) {
+        return ptr;
+    }
+    if (tm_untraced_depth != 0) {
+        /* A sampled block of the tracer's: kept as an export's, so that
+           the program's reuse of it is sampled as a block of its own
+           would be. */
+        if (gil_held && export_level()) {
+            export_block(ptr, size);
+        }
+        return ptr;
+    }
+    if (trace_add_slow(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, gil_held,
+                       0, 1, 0) < 0) {
         alloc->free(alloc->ctx, ptr);
         return NULL;
     }
@@ -723,6 +805,9 @@ trace_remove(void *ptr, int gil_held)
                      &node, &size, store_where(gil_held, side), 1)) {
         remember_removed(ptr, node);
     }
+    else {
+        hidden_forget((uintptr_t)ptr);
+    }
     engine_leave(side);
 }
 
@@ -771,8 +856,15 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
     int had_trace = store_remove(_PyTraceMalloc_DEFAULT_DOMAIN,
                                  (uintptr_t)ptr, &old_node, &old_size,
                                  store_where(gil_held, side), 1);
+    /* An export's block resized: by the program, the new block is its
+       (traced here, as upstream traces the resize of an untraced
+       block); by an export, an export's block again. */
+    int had_hidden = 0;
     if (had_trace) {
         remember_removed(ptr, old_node);
+    }
+    else if (tm.hidden.used != 0) {
+        had_hidden = hidden_take((uintptr_t)ptr, &old_size);
     }
     engine_leave(side);
 
@@ -794,6 +886,13 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
                 /* The same block: not an allocation again. */
                 peak_account_unalloc(_PyTraceMalloc_DEFAULT_DOMAIN,
                                      old_node, old_size);
+            }
+            engine_leave(side);
+        }
+        else if (had_hidden) {
+            side = engine_enter(gil_held, &tstate);
+            if (_PyTraceMalloc_TRACING() && generation == tm.generation) {
+                hidden_add((uintptr_t)ptr, old_size);
             }
             engine_leave(side);
         }
@@ -821,6 +920,9 @@ realloc_traced(PyMemAllocatorEx *alloc, void *ptr, size_t size, int gil_held,
                              gil_held,
                              !sampled && fresh_block_pooled(size, gil_held),
                              1, 1);
+    }
+    else if (gil_held && export_level()) {
+        export_block(ptr2, size);
     }
     return ptr2;
 }
@@ -858,6 +960,48 @@ _PyTraceMalloc_ReallocHook(PyMemAllocatorEx *alloc, void *ptr, size_t size,
 
 /* ---- objects ------------------------------------------------------------ */
 
+/* Reused by the tracer's own code (an export): the block is the
+   tracer's now, not the program's (upstream would trace it at the line
+   that called the export): its trace goes, and the block is kept as an
+   export's (I15), so that the program's next reuse of it is traced. */
+Py_NO_INLINE static void
+retrace_by_export(uintptr_t ptr)
+{
+    _PyTraceMalloc_Node node;
+    size_t size;
+    if (_PyTraceMalloc_StoreRemove_unlocked(_PyTraceMalloc_DEFAULT_DOMAIN,
+                                            ptr, &node, &size)
+        && export_level()) {
+        hidden_add(ptr, size);
+    }
+}
+
+/* The program reuses PTR, which has no trace: if it is an export's block,
+   it gets its trace here, at the current position, as upstream moves the
+   trace that its export's line gave it.  1 if it was one and is traced
+   now.  SIDE: the engine was entered with the engine's GIL (pool slots
+   may be used). */
+Py_NO_INLINE static int
+hidden_retrace(uintptr_t ptr, PyThreadState *tstate, int side)
+{
+    size_t size;
+    if (!hidden_take(ptr, &size)) {
+        return 0;
+    }
+    _PyTraceMalloc_Node node = current_node(tstate);
+    if (node == UINT32_MAX) {
+        return 0;       /* no memory: it stays untraced */
+    }
+    int pooled = side && !tm.sample.interval
+                 && size <= _PyTraceMalloc_POOL_MAX_REQUEST;
+    if (store_add(_PyTraceMalloc_DEFAULT_DOMAIN, ptr, size, node, pooled,
+                  0) < 0) {
+        return 0;
+    }
+    tm.hidden.retraced++;
+    return 1;
+}
+
 /* The re-trace proper of _PyTraceMalloc_NewReference(), by the engine's
    GIL holder, under the lock, which it releases: out of line, after the
    lean path's common case (retrace_fast()) and on the general path, so
@@ -868,13 +1012,7 @@ retrace_gil_locked(uintptr_t ptr)
 {
     int found = 0;
     if (tm_untraced_depth > 0) {
-        /* Reused by the engine's own export: the block is the tracer's
-           now, not the user's (upstream would trace it at the line that
-           called the export). */
-        _PyTraceMalloc_Node node;
-        size_t size;
-        (void)_PyTraceMalloc_StoreRemove_unlocked(
-            _PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node, &size);
+        retrace_by_export(ptr);
         _PyTraceMalloc_Unlock();
         return -1;
     }
@@ -890,6 +1028,9 @@ retrace_gil_locked(uintptr_t ptr)
             store_retrace(ref, size, node);
             found = 1;
         }
+    }
+    else if (tm.hidden.used != 0) {
+        found = hidden_retrace(ptr, _PyThreadState_GET(), 1);
     }
     _PyTraceMalloc_Unlock();
     return found ? 0 : -1;
@@ -940,6 +1081,9 @@ retrace_object_foreign(uintptr_t ptr)
                 store_retrace(&e->node, e->size, node);
                 found = 1;
             }
+        }
+        else if (tm.hidden.used != 0) {
+            found = hidden_retrace(ptr, tstate, 0);
         }
     }
     engine_leave(side);

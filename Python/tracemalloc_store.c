@@ -155,6 +155,7 @@ _PyTraceMalloc_StoreClear_unlocked(void)
     tm.store.native_peak = 0;
     tm.store.tracked_in_table = 0;
     tm.peak.pending = 0;
+    hidden_clear();
     if (tm.sample.interval) {
         sample_filter_clear();
     }
@@ -552,7 +553,266 @@ _PyTraceMalloc_StoreMemory_unlocked(void)
 {
     size_t table = tm.store.entries
                    ? (tm.store.mask + 1) * sizeof(table_entry) : 0;
-    return table + _PyTraceMalloc_PoolSlotsMemory();
+    return table + _PyTraceMalloc_PoolSlotsMemory() + hidden_memory();
+}
+
+/* ---- the exports' blocks ------------------------------------------------ */
+
+/* What code run with its thread's tracing suspended (the exports of
+   Modules/_tracemalloc.c, the retention search: the tracer's own work,
+   _PyTraceMalloc_SuspendThread()) allocates in the default domain, and
+   the objects it takes from a free list with a trace, are not the
+   program's memory: no output may count them.  But once the tracer drops
+   them, the free lists hand them to the program, whose line must then
+   own them, as if the tracer had never run (upstream: its traces move
+   from the export's line to the program's).  So they are kept here, by
+   address with their size, apart from the traces (I15): nothing that
+   reads the store sees them, and the re-trace of a block the store does
+   not hold looks here before it gives up (hidden_retrace()).  A free or
+   a resize that finds no trace takes its block out of here; the hot
+   paths, which find one, never look.
+
+   An export makes up to millions of objects one after the other, in
+   neighbouring blocks: the set is a map of address windows (a pool's
+   16 KiB), each with the sizes of its 16-byte-aligned blocks (0: not
+   kept), found through a small open-addressing index of windows and the
+   window used last.  One entry per object of a flat table was a cache
+   miss at each insertion and removal (3.5 times the cost of the raw
+   export of 900,000 traces).  Only the blocks that free lists may hand
+   out are kept: aligned, of 1 to 65,535 bytes (objects from free lists
+   are a few hundred bytes at most).
+
+   Memory is malloc()'s, as the table's; without it, a block is simply
+   not kept (it stays untraced, as it was before this set existed). */
+
+#define HIDDEN_WINDOW_BITS _PyTraceMalloc_POOL_BITS
+#define HIDDEN_WINDOW_BLOCKS (1 << (HIDDEN_WINDOW_BITS - 4))
+#define HIDDEN_INDEX_MIN 64
+
+typedef struct hidden_window {
+    uintptr_t window;           /* address >> HIDDEN_WINDOW_BITS */
+    uint32_t count;             /* blocks kept (sizes not 0) */
+    uint16_t size[HIDDEN_WINDOW_BLOCKS];    /* by (address % window) / 16 */
+} hidden_window;
+
+static inline size_t
+hidden_window_hash(uintptr_t window, size_t mask)
+{
+    uint64_t x = (uint64_t)window;
+    x ^= x >> 31;
+    x *= UINT64_C(0x9E3779B97F4A7C15);
+    x ^= x >> 29;
+    return (size_t)x & mask;
+}
+
+/* The index's slot of WINDOW, or the empty slot where it would go (the
+   index must exist). */
+static inline hidden_window **
+hidden_window_slot(uintptr_t window)
+{
+    size_t i = hidden_window_hash(window, tm.hidden.mask);
+    for (;;) {
+        hidden_window **slot = &tm.hidden.windows[i];
+        if (*slot == NULL || (*slot)->window == window) {
+            return slot;
+        }
+        i = (i + 1) & tm.hidden.mask;
+    }
+}
+
+/* Rehash the index into CAPACITY slots: -1 when out of memory, the index
+   unchanged. */
+static int
+hidden_index_resize(size_t capacity)
+{
+    hidden_window **windows = _PyTraceMalloc_RawAlloc(
+        capacity * sizeof(hidden_window *), 1);
+    if (windows == NULL) {
+        return -1;
+    }
+    size_t mask = capacity - 1;
+    for (size_t i = 0; tm.hidden.windows != NULL && i <= tm.hidden.mask;
+         i++) {
+        hidden_window *w = tm.hidden.windows[i];
+        if (w != NULL) {
+            size_t j = hidden_window_hash(w->window, mask);
+            while (windows[j] != NULL) {
+                j = (j + 1) & mask;
+            }
+            windows[j] = w;
+        }
+    }
+    free(tm.hidden.windows);
+    tm.hidden.windows = windows;
+    tm.hidden.mask = mask;
+    return 0;
+}
+
+/* The window of PTR, or NULL when it has none (CREATE: make it; NULL then
+   means out of memory). */
+static hidden_window *
+hidden_window_get(uintptr_t ptr, int create)
+{
+    uintptr_t window = ptr >> HIDDEN_WINDOW_BITS;
+    hidden_window *last = tm.hidden.last;
+    if (last != NULL && last->window == window) {
+        return last;
+    }
+    if (tm.hidden.windows == NULL) {
+        if (!create || hidden_index_resize(HIDDEN_INDEX_MIN) < 0) {
+            return NULL;
+        }
+    }
+    hidden_window **slot = hidden_window_slot(window);
+    if (*slot == NULL) {
+        if (!create) {
+            return NULL;
+        }
+        if ((tm.hidden.nwindows + 1) * 2 > tm.hidden.mask + 1) {
+            if (hidden_index_resize((tm.hidden.mask + 1) * 2) < 0) {
+                return NULL;
+            }
+            slot = hidden_window_slot(window);
+        }
+        hidden_window *w = _PyTraceMalloc_RawAlloc(sizeof(hidden_window), 1);
+        if (w == NULL) {
+            return NULL;
+        }
+        w->window = window;
+        *slot = w;
+        tm.hidden.nwindows++;
+    }
+    tm.hidden.last = *slot;
+    return *slot;
+}
+
+/* Free W, which keeps no block, and take it out of the index. */
+static void
+hidden_window_drop(hidden_window *w)
+{
+    hidden_window **slot = hidden_window_slot(w->window);
+    /* Backward-shift deletion, as table_delete(). */
+    size_t mask = tm.hidden.mask;
+    size_t hole = (size_t)(slot - tm.hidden.windows);
+    size_t i = hole;
+    for (;;) {
+        i = (i + 1) & mask;
+        hidden_window *next = tm.hidden.windows[i];
+        if (next == NULL) {
+            break;
+        }
+        size_t home = hidden_window_hash(next->window, mask);
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            tm.hidden.windows[hole] = next;
+            hole = i;
+        }
+    }
+    tm.hidden.windows[hole] = NULL;
+    tm.hidden.nwindows--;
+    if (tm.hidden.last == w) {
+        tm.hidden.last = NULL;
+    }
+    free(w);
+}
+
+static inline int
+hidden_keeps(uintptr_t ptr, size_t size)
+{
+    return ptr != 0 && (ptr & 15) == 0 && size != 0 && size <= UINT16_MAX;
+}
+
+static inline size_t
+hidden_block(uintptr_t ptr)
+{
+    return (ptr & (((uintptr_t)1 << HIDDEN_WINDOW_BITS) - 1)) >> 4;
+}
+
+/* Keep PTR, a block of SIZE bytes that has no trace, as an export's. */
+static void
+hidden_add(uintptr_t ptr, size_t size)
+{
+    if (!hidden_keeps(ptr, size)) {
+        return;
+    }
+    hidden_window *w = hidden_window_get(ptr, 1);
+    if (w == NULL) {
+        return;
+    }
+    uint16_t *kept = &w->size[hidden_block(ptr)];
+    if (*kept == 0) {
+        w->count++;
+        tm.hidden.used++;
+        if (tm.sample.interval) {
+            /* Its free and its re-trace must reach the hooks. */
+            sample_filter_add(ptr);
+        }
+    }
+    *kept = (uint16_t)size;
+}
+
+/* Take PTR out of the set: 1 with its size in *SIZE, 0 if it is not
+   there.  Cheap when the set is empty, which it is unless the program
+   uses the exports. */
+static int
+hidden_take(uintptr_t ptr, size_t *size)
+{
+    if (tm.hidden.used == 0 || (ptr & 15) != 0) {
+        return 0;
+    }
+    hidden_window *w = hidden_window_get(ptr, 0);
+    if (w == NULL) {
+        return 0;
+    }
+    uint16_t *kept = &w->size[hidden_block(ptr)];
+    if (*kept == 0) {
+        return 0;
+    }
+    *size = *kept;
+    *kept = 0;
+    tm.hidden.used--;
+    if (--w->count == 0) {
+        hidden_window_drop(w);
+    }
+    if (tm.sample.interval) {
+        sample_filter_remove(ptr);
+    }
+    return 1;
+}
+
+/* Forget every export's block: with the traces (clear_traces(), stop(),
+   start()), since upstream's reuse of an object freed before them finds
+   no trace either. */
+static void
+hidden_clear(void)
+{
+    for (size_t i = 0; tm.hidden.windows != NULL && i <= tm.hidden.mask;
+         i++) {
+        free(tm.hidden.windows[i]);
+    }
+    free(tm.hidden.windows);
+    tm.hidden.windows = NULL;
+    tm.hidden.mask = 0;
+    tm.hidden.nwindows = 0;
+    tm.hidden.used = 0;
+    tm.hidden.last = NULL;
+}
+
+static size_t
+hidden_memory(void)
+{
+    return tm.hidden.windows == NULL ? 0
+        : (tm.hidden.mask + 1) * sizeof(hidden_window *)
+          + tm.hidden.nwindows * sizeof(hidden_window);
+}
+
+/* Blocks in the set, and how many the program took back (tests). */
+void
+_PyTraceMalloc_HiddenStats(size_t *count, uint64_t *retraced)
+{
+    int side = engine_lock();
+    *count = tm.hidden.used;
+    *retraced = tm.hidden.retraced;
+    engine_leave(side);
 }
 
 /* ---- export and checks -------------------------------------------------- */
@@ -857,6 +1117,47 @@ _PyTraceMalloc_StoreCheck(char *why, size_t why_size, uint64_t *ntraces)
         }
         if (reason == NULL && table_count != tm.store.used) {
             reason = "the table's entry count is wrong";
+        }
+    }
+    if (reason == NULL && slot_count >= 0 && tm.hidden.windows != NULL) {
+        /* I15: an export's block has no trace. */
+        size_t hidden_count = 0, nwindows = 0;
+        for (size_t i = 0; i <= tm.hidden.mask && reason == NULL; i++) {
+            hidden_window *w = tm.hidden.windows[i];
+            if (w == NULL) {
+                continue;
+            }
+            nwindows++;
+            uint32_t kept = 0;
+            for (size_t j = 0; j < HIDDEN_WINDOW_BLOCKS; j++) {
+                if (w->size[j] == 0) {
+                    continue;
+                }
+                kept++;
+                uintptr_t ptr = (w->window << HIDDEN_WINDOW_BITS) | (j << 4);
+                _PyTraceMalloc_Node node;
+                size_t size;
+                int traced = side
+                    ? _PyTraceMalloc_StoreGet_unlocked(
+                          _PyTraceMalloc_DEFAULT_DOMAIN, ptr, &node, &size)
+                    : store_get_table(_PyTraceMalloc_DEFAULT_DOMAIN, ptr,
+                                      &node, &size);
+                if (traced) {
+                    reason = "an export's block has a trace too";
+                    break;
+                }
+            }
+            if (reason == NULL && (kept == 0 || kept != w->count)) {
+                reason = "an export window's count is wrong";
+            }
+            if (reason == NULL && *hidden_window_slot(w->window) != w) {
+                reason = "an export window cannot be found from its key";
+            }
+            hidden_count += kept;
+        }
+        if (reason == NULL && (hidden_count != tm.hidden.used
+                               || nwindows != tm.hidden.nwindows)) {
+            reason = "the count of the exports' blocks is wrong";
         }
     }
     size_t current = tm.store.current, count = tm.store.ntraces;

@@ -801,6 +801,11 @@ extern int _PyTraceMalloc_PymallocForEachUsed(
    fault injection: the next N bookkeeping allocations of at least MIN_SIZE
    bytes fail (returns how many the previous call had left), or the next N
    process-wide barriers (returns 0 if this build has none). */
+/* The exports' blocks kept untraced (count), and how many of them the
+   program took back from a free list, traced at its line since start()
+   (retraced); for the tests. */
+PyAPI_FUNC(void) _PyTraceMalloc_HiddenStats(size_t *count,
+                                            uint64_t *retraced);
 PyAPI_FUNC(int) _PyTraceMalloc_StoreCheck(char *why, size_t why_size,
                                           uint64_t *ntraces);
 PyAPI_FUNC(int) _PyTraceMalloc_FailBookkeeping(int n, size_t min_size);

@@ -44,9 +44,10 @@ import _tracemalloc
 
 
 def clear_free_lists():
-    """Empty the interpreter's free lists after dropping a snapshot: its
-    objects are untraced (the engine makes them so), and the workload's
-    next objects must not come from them untraced."""
+    """Empty the interpreter's free lists before a round: what they hold
+    from before tracing started has no trace, and the workload's next
+    objects must not come from there untraced.  (A snapshot's objects need
+    no such care: the engine traces them at the line that reuses them.)"""
     clear = getattr(_tracemalloc, "_clear_free_lists", None)
     if clear is not None:
         clear()

@@ -282,11 +282,13 @@ class LeakCheck:
             self._begin()
             index = 0
             while index < self.planned_rounds:
-                # What the checker freed since the last round (its own
-                # objects, untraced: a snapshot's trace tuples, the
-                # round's changes) must not reach this round from the free
-                # lists, nor the untraced blocks of what existed before
-                # tracing started, round after round.
+                # The untraced blocks of what existed before tracing
+                # started must not reach this round from the free lists,
+                # round after round.  (What the checker freed since the
+                # last round, a snapshot's trace tuples, the round's
+                # changes, would be traced at the workload's line, as
+                # objects of its own: emptied too, so that each round
+                # starts alike.)
                 _leakcore.clear_free_lists()
                 _leakcore.call_workload(func)
                 self._end_round(index)
@@ -444,9 +446,9 @@ class LeakCheck:
                 recorder.record(self._ownership, traces)
                 del traces
             self._timed("totals", start)
-            # Freed, the checker's untraced objects (trace tuples, the
-            # changes of the round) go to the free lists: the next round
-            # starts by emptying them.
+            # Freed, the checker's objects (trace tuples, the changes of
+            # the round) go to the free lists: the next round starts by
+            # emptying them.
         finally:
             if collecting:
                 gc.enable()

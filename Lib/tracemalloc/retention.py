@@ -709,8 +709,10 @@ def _untraced(func, *args):
     try:
         return _tracemalloc._untraced_call(func, *args)
     finally:
-        # What was made untraced and freed is on the free lists: the
-        # program's next objects must not come from them untraced.
+        # What was made untraced and freed is on the free lists (the
+        # engine would trace it at the line that reuses it): emptied, so
+        # that the program's next objects are new blocks, as before the
+        # search.
         clear = getattr(_tracemalloc, "_clear_free_lists", None)
         if clear is not None:
             clear()

@@ -17,7 +17,9 @@ exact     the program runs on the fork and on pristine CPython of the same
           (traceback, domain) into (count, bytes).  The fork must report
           what pristine reports.  The free lists are emptied (gc.collect())
           before each report and after it (the report frees all of its
-          objects before that collection, see M()), so that the
+          objects before that collection, see M(): pristine leaves the
+          trace tuples it allocated untraced, to be reused untraced, where
+          the fork traces them at the line that reuses them), so that the
           documented differences of take_snapshot() with free lists
           ("Differences from upstream" in Doc/library/tracemalloc.rst)
           cannot show; programs make no
