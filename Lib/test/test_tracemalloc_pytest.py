@@ -1096,8 +1096,10 @@ class CheapGateTest(PytestHarness, unittest.TestCase):
         self.assertNotIn("held by:", output)
         self.assertEqual(output.count(
             "holder search skipped: time budget\n"), 2, output)
-        self.assertIn("holder search 0% of it (2 sites skipped: time "
-                      "budget)", output)
+        # With no search run, its share is the bookkeeping's: a few
+        # percent of two tiny tests at most, whatever the machine's load.
+        self.assertRegex(output, r"holder search [0-9]% of it \(2 sites "
+                                 r"skipped: time budget\)")
         self.assertEqual(self.json_sites(path), [
             ("test_gate.py::test_a", None, "time budget"),
             ("test_gate.py::test_b", None, "time budget")])
