@@ -355,65 +355,6 @@ fail:
     return -1;
 }
 
-/* Every block in use in the calling interpreter's pymalloc arenas, traced
-   or not: VISIT(ARG, address, size) for each.  For the retention search,
-   which looks for the memory that holds an object's address.  The caller
-   holds the interpreter's GIL, which guards its arenas; the pools' free
-   lists say which carved blocks are free.  -1 (nothing visited) when the
-   object domain is not pymalloc. */
-int
-_PyTraceMalloc_PymallocForEachUsed(void (*visit)(void *arg, uintptr_t block,
-                                                 size_t size),
-                                   void *arg)
-{
-    if (!_PyMem_PymallocEnabled()) {
-        return -1;
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    OMState *state = get_state();
-    struct arena_object *all = allarenas;
-    uint nall = maxarenas;
-#else
-    struct arena_object *all = arenas;
-    uint nall = maxarenas;
-#endif
-    uint8_t is_free[(POOL_SIZE - POOL_OVERHEAD) / ALIGNMENT + 1];
-    for (uint i = 0; i < nall; i++) {
-        uintptr_t base = all[i].address;
-        if (base == 0) {
-            continue;
-        }
-        if (base & POOL_SIZE_MASK) {
-            base = (base & ~(uintptr_t)POOL_SIZE_MASK) + POOL_SIZE;
-        }
-        for (; base < (uintptr_t)all[i].pool_address; base += POOL_SIZE) {
-            poolp pool = (poolp)base;
-            if (pool->ref.count == 0) {
-                continue;
-            }
-            uint size = INDEX2SIZE(pool->szidx);
-            uint nblocks = NUMBLOCKS(pool->szidx);
-            memset(is_free, 0, nblocks);
-            for (block *b = pool->freeblock; b != NULL; b = *(block **)b) {
-                uint idx = (uint)((uintptr_t)b - base - POOL_OVERHEAD) / size;
-                if (idx < nblocks) {
-                    is_free[idx] = 1;
-                }
-            }
-            for (uint j = 0; j < nblocks; j++) {
-                uint offset = POOL_OVERHEAD + j * size;
-                if (offset >= pool->nextoffset) {
-                    break;          /* never carved */
-                }
-                if (!is_free[j]) {
-                    visit(arg, base + offset, size);
-                }
-            }
-        }
-    }
-    return 0;
-}
-
 #else  /* !TM_POOL_SLOTS: every trace lives in the table */
 
 _PyTraceMalloc_Slot *
@@ -458,14 +399,6 @@ _PyTraceMalloc_PoolSlotsCheck(uint64_t *total_size, const char **why)
 {
     *total_size = 0;
     return 0;
-}
-
-int
-_PyTraceMalloc_PymallocForEachUsed(void (*visit)(void *arg, uintptr_t block,
-                                                 size_t size),
-                                   void *arg)
-{
-    return -1;
 }
 
 #endif /* TM_POOL_SLOTS */

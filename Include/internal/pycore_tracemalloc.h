@@ -755,48 +755,6 @@ typedef struct {
 extern int _PyTraceMalloc_StoreCopy(_PyTraceMalloc_TraceCopy **traces,
                                     size_t *count,
                                     _PyTraceMalloc_CCTView *view);
-/* The live blocks of the default domain, for the retention search's
-   look at a site's blocks that no object it can see is (a bytes object
-   that only a leaked reference keeps). */
-typedef struct {
-    uintptr_t ptr;
-    _PyTraceMalloc_Node node;
-    size_t size;
-} _PyTraceMalloc_BlockCopy;
-/* Copy the address, node and size of every trace of the default domain
-   into a malloc()ed array and pin VIEW, in one locked section. */
-extern int _PyTraceMalloc_StoreCopyBlocks(_PyTraceMalloc_BlockCopy **blocks,
-                                          size_t *count,
-                                          _PyTraceMalloc_CCTView *view);
-/* In one locked section, for each of BLOCKS[0..N) that still has the trace
-   copied (same size and node): its first HEAD_SIZE bytes into
-   HEADS + i * HEAD_SIZE (zeros past its end) and its last 8 bytes into
-   TAILS[i] (zeros before its start, if shorter).  The size of a block
-   that no longer has that trace is set to 0.  Traces are taken out before
-   their block is freed, under the same lock: what is read is allocated. */
-extern void _PyTraceMalloc_StoreReadBlocks(_PyTraceMalloc_BlockCopy *blocks,
-                                           size_t n, unsigned char *heads,
-                                           size_t head_size,
-                                           unsigned char *tails);
-/* In one locked section, every aligned word of every live block of the
-   default domain that equals one of TARGETS[0..N) (sorted, distinct):
-   VISIT(ARG, index in TARGETS, the block, its node, its size) is called
-   for each such word, a block's own address not counted.  VISIT runs
-   under the lock: it must not allocate through Python's allocators.  VIEW
-   is pinned, for the nodes. */
-typedef void (*_PyTraceMalloc_WordVisitor)(void *arg, size_t target,
-                                           uintptr_t block,
-                                           _PyTraceMalloc_Node node,
-                                           size_t size);
-extern void _PyTraceMalloc_StoreFindWords(const uintptr_t *targets, size_t n,
-                                          _PyTraceMalloc_WordVisitor visit,
-                                          void *arg,
-                                          _PyTraceMalloc_CCTView *view);
-/* Every block in use in the calling interpreter's pymalloc arenas, traced
-   or not (Objects/obmalloc_tracemalloc.h; the caller holds the GIL):
-   VISIT(ARG, address, size).  -1 if the object domain is not pymalloc. */
-extern int _PyTraceMalloc_PymallocForEachUsed(
-    void (*visit)(void *arg, uintptr_t block, size_t size), void *arg);
 /* For Modules/_testtracemalloc.c (tests only): the full store check, and
    fault injection: the next N bookkeeping allocations of at least MIN_SIZE
    bytes fail (returns how many the previous call had left), or the next N

@@ -1881,8 +1881,7 @@ class HeldByLiveMemoryTests(unittest.TestCase):
 
     def test_refcount_leak_not_freed(self):
         # bytes kept by a reference leaked from C (an extra Py_IncRef):
-        # live, so never "freed"; found among the line's live blocks, held
-        # by no Python referrer, with their type and refcount.
+        # live, so never "freed"; the report gives the live blocks.
         import ctypes
         leaked = []
         module = self.plant("leakapp_incref", """
@@ -1903,28 +1902,13 @@ class HeldByLiveMemoryTests(unittest.TestCase):
         site = report.sites[0]
         self.assertEqual(site.lineno, 3)
         lines = site.format_retention()
+        self.assertEqual(len(lines), 1, lines)
         self.assertNotIn("freed", lines[0])
         blocks, size = site.retention.blocks
-        from test.test_tracemalloc_heldbyproof import pymalloc
-        if not pymalloc():
-            # malloc() (a sanitizer build): the untraced memory is not
-            # searched for their addresses, and that is what is said.
-            self.assertEqual(len(lines), 1, lines)
-            self.assertIn("the untraced memory was not searched", lines[0])
-            self.assertNotIn("kept by C code", lines[0])
-            return
-        self.assertEqual(len(lines), 2, lines)
         self.assertGreaterEqual(blocks, len(leaked) - 1)
         self.assertGreaterEqual(size, blocks * 500)
-        self.assertEqual(lines[0], "  held by: no Python referrer (refcount "
-                         "1, 0 referrer(s) found: kept by C code or a "
-                         "refcount leak) \u2192 bytes")
-        chain = site.retention.chains[0]
-        self.assertGreaterEqual(chain.count, len(leaked) - 1)
-        self.assertLessEqual(chain.count, blocks)
-        self.assertEqual(chain.types, {"bytes": chain.count})
-        self.assertEqual((chain.kind, chain.refcount, chain.referrers),
-                         ("no-referrer", 1, 0))
+        self.assertIn(f"no object found in the {blocks} live blocks of "
+                      f"this line ({size} B)", lines[0])
 
     def test_freed_said_when_checked(self):
         # No live block left at the line: that, and only that, is "freed".

@@ -217,15 +217,13 @@ class Retention:
     blocks when the search ran, objects or not; else None.
     """
 
-    def __init__(self, chains, holders, count, reached, types, blocks=None,
-                 unseen=None):
+    def __init__(self, chains, holders, count, reached, types, blocks=None):
         self.chains = chains
         self.holders = holders
         self.count = count
         self.reached = reached
         self.types = types
         self.blocks = blocks
-        self.unseen = unseen if unseen is not None else []
 
     def __repr__(self):
         return (f"<Retention {self.count} objects, {self.holders} "
@@ -255,18 +253,15 @@ class Retention:
             return "no object asked about"
         blocks, size = self.blocks
         if not blocks:
-            return ("no live block traced at this line: its blocks were "
-                    "freed before the search, or its objects took memory "
-                    "not traced here (a free list's, or not sampled)")
+            return ("no live block of this line left: all freed before "
+                    "the search")
         plural = "" if blocks == 1 else "s"
-        head = (f"no object found in the {blocks} live block{plural} of "
-                f"this line ({size} B) that the collector, a container or "
-                f"a frame refers to, nor a list's, dict's, set's or "
-                f"bytearray's buffer")
-        parts = [_unseen_text(group) for group in self.unseen]
-        if not parts:
-            return head
-        return head + ": " + "; ".join(parts)
+        return (f"no object found in the {blocks} live block{plural} of "
+                f"this line ({size} B): none is an object that the "
+                f"collector, a container or a frame refers to, nor a "
+                f"list's, dict's, set's or bytearray's buffer (an object "
+                f"that only C code or a leaked reference keeps is not "
+                f"seen)")
 
     def as_dict(self):
         """JSON-ready data: the chains (Chain.as_dict()) and the totals."""
@@ -276,43 +271,7 @@ class Retention:
             "count": self.count,
             "reached": self.reached,
             "types": dict(self.types),
-            "unseen": [dict(group) for group in self.unseen],
         }
-
-
-def _unseen_text(group):
-    # One group of a site's blocks that no object found is: only what was
-    # checked (see _tracemalloc._site_unseen()).
-    kind, type_, count = group["kind"], group["type"], group["count"]
-    size = group["size"]
-    what = f"{count} {type_} object{'' if count == 1 else 's'} ({size} B)"
-    if kind == "referred":
-        if group["where"] is None:
-            return (f"{what} whose address only untraced memory holds (an "
-                    f"object made before tracing started or taken from a "
-                    f"free list, or memory of C code)")
-        file, line = group["where"]
-        holder = group["holder_type"]
-        by = (f"a {holder} object" if holder is not None
-              else "memory that is no object the collector lists")
-        return (f"{what} whose address only live memory allocated at "
-                f"{file}:{line} holds ({by}, whose references the search "
-                f"does not follow)")
-    if kind == "unscanned":
-        return (f"{what} that no traced memory refers to (the untraced "
-                f"memory was not searched: the allocator is not pymalloc)")
-    if kind == "immortal":
-        return f"{what}, immortal: the interpreter never frees them"
-    if kind == "interned":
-        return f"{what} in the interpreter's table of interned strings"
-    if kind == "other-interpreter":
-        return (f"{what} that no traced memory refers to, while another "
-                f"interpreter runs: the search cannot tell its objects "
-                f"from this one's")
-    plural = "" if count == 1 else "s"
-    named = f", whose first words name {type_}" if type_ is not None else ""
-    return (f"{count} block{plural} ({size} B) not proven to be "
-            f"objects{named}")
 
 
 # ---- roots -------------------------------------------------------------
@@ -813,47 +772,4 @@ def site_retention(site, *, max_chains=MAX_CHAINS):
 def _site_retention(objects, location, max_chains):
     result = _retention_paths(objects, max_chains)
     result.blocks = _tracemalloc._site_blocks(*location)
-    found = objects if isinstance(objects, list) else list(objects)
-    unseen = _tracemalloc._site_unseen(location[0], location[1], found,
-                                       _all_classes())
-    _add_unseen(result, unseen, max_chains)
     return result
-
-
-def _add_unseen(result, unseen, max_chains):
-    # The site's live blocks that are none of the objects found (see
-    # _tracemalloc._site_unseen()): an object proven by its layout that
-    # no traced memory refers to is a holder of its own, kept by C code
-    # or a refcount leak; the rest is said as what it is.
-    kept = {}
-    groups = {}
-    for kind, type_, refcount, size, ref_file, ref_line, ref_type in unseen:
-        if kind == "c-kept":
-            key = (type_, refcount)
-            count, total = kept.get(key, (0, 0))
-            kept[key] = (count + 1, total + size)
-            continue
-        where = (ref_file, ref_line) if ref_file is not None else None
-        key = (kind, _type_name(type_) if type_ is not None else None,
-               where, _type_name(ref_type) if ref_type is not None else None)
-        count, total = groups.get(key, (0, 0))
-        groups[key] = (count + 1, total + size)
-    chains = []
-    for (type_, refcount), (count, size) in kept.items():
-        name = _type_name(type_)
-        chains.append(Chain("no-referrer", None, None, [Step("", name)], 1,
-                            count, size, {name: count}, refcount, 0))
-        # One holder per group: the objects of one type and refcount
-        # that only C code keeps, each its own holder, read as one.
-        result.holders += 1
-        result.count += count
-        result.types[name] = result.types.get(name, 0) + count
-    if chains:
-        chains.extend(result.chains)
-        chains.sort(key=lambda c: (-c.count, -c.size))
-        result.chains = chains[:max_chains]
-    result.unseen = [
-        {"kind": kind, "type": type_, "count": count, "size": size,
-         "where": list(where) if where else None, "holder_type": ref_type}
-        for (kind, type_, where, ref_type), (count, size)
-        in sorted(groups.items(), key=lambda g: -g[1][1])]

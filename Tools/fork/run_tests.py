@@ -54,7 +54,6 @@ OURS = [
     "test.test_tracemalloc_leanpath",  # the lean paths' guard, both paths
     "test.test_tracemalloc_verdicts",  # the verdict matrix
     "test.test_tracemalloc_freelistsound",  # key tables re-traced on reuse
-    "test.test_tracemalloc_heldbyproof",  # held-by of blocks no object found is
     "test_fork_tools",          # Tools/fork/tests
     "test_untraced_path",       # Tools/fork/tests
     "test_instruction_budgets", # Tools/fork/tests (callgrind)
