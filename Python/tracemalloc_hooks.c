@@ -357,27 +357,7 @@ lean_on(int gil_held)
    before it changes anything, and the out-of-line lean path does the
    whole work. */
 
-/* _PyTraceMalloc_Lock(), except that it gives up (0, nothing held) when a
-   thread without the GIL holds or wants the engine, instead of waiting. */
-static inline int
-lean_lock_fast(void)
-{
-    atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1, memory_order_relaxed);
-    if (atomic_load_explicit(&_PyTraceMalloc_asymmetric,
-                             memory_order_relaxed)) {
-        atomic_signal_fence(memory_order_seq_cst);
-    }
-    else {
-        atomic_thread_fence(memory_order_seq_cst);
-    }
-    if (atomic_load_explicit(&_PyTraceMalloc_foreign, memory_order_acquire)) {
-        _PyTraceMalloc_Unlock();
-        return 0;
-    }
-    return 1;
-}
-
-/* The common cases below are entered with the lock that lean_lock_fast()
+/* The common cases below are entered with the lock that _PyTraceMalloc_TryLock()
    took: done, they release it and return 1; not their case, they return 0
    with nothing done and the lock still held, for the out-of-line path. */
 
@@ -525,7 +505,7 @@ lean_trace(PyMemAllocatorEx *alloc, void *ptr, size_t size)
         }
         return ptr;
     }
-    if (!lean_lock_fast()) {
+    if (!_PyTraceMalloc_TryLock()) {
         return lean_trace_slow(alloc, ptr, size);
     }
     if (lean_trace_fast(ptr, size)) {
@@ -590,7 +570,7 @@ lean_free_slow(PyMemAllocatorEx *alloc, void *ptr)
 static inline void
 lean_free(PyMemAllocatorEx *alloc, void *ptr)
 {
-    if (!lean_lock_fast()) {
+    if (!_PyTraceMalloc_TryLock()) {
         lean_free_slow(alloc, ptr);
         return;
     }
@@ -1053,7 +1033,7 @@ retrace_object(uintptr_t ptr)
 static inline int
 retrace_lean(uintptr_t ptr)
 {
-    if (!lean_lock_fast()) {
+    if (!_PyTraceMalloc_TryLock()) {
         return retrace_object(ptr);
     }
     int found;

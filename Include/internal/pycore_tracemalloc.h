@@ -721,10 +721,14 @@ extern void _PyTraceMalloc_ThreadStateSwapped(PyThreadState *tstate);
    being made, before it takes that GIL. */
 extern void _PyTraceMalloc_OwnGILCreated(void);
 
-/* Enter the engine while holding the GIL.  When a caller without the GIL
-   is inside, wait for it (out of line) with priority over the next one. */
 static inline void
-_PyTraceMalloc_Lock(void)
+_PyTraceMalloc_Unlock(void);
+
+/* Enter the engine while holding the GIL, unless a caller without the GIL
+   is inside or waiting: then 0, with nothing held (the lean paths' common
+   cases give up instead of waiting). */
+static inline int
+_PyTraceMalloc_TryLock(void)
 {
     atomic_store_explicit(&_PyTraceMalloc_gil_busy, 1, memory_order_relaxed);
     if (atomic_load_explicit(&_PyTraceMalloc_asymmetric,
@@ -735,6 +739,18 @@ _PyTraceMalloc_Lock(void)
         atomic_thread_fence(memory_order_seq_cst);
     }
     if (atomic_load_explicit(&_PyTraceMalloc_foreign, memory_order_acquire)) {
+        _PyTraceMalloc_Unlock();
+        return 0;
+    }
+    return 1;
+}
+
+/* Enter the engine while holding the GIL.  When a caller without the GIL
+   is inside, wait for it (out of line) with priority over the next one. */
+static inline void
+_PyTraceMalloc_Lock(void)
+{
+    if (!_PyTraceMalloc_TryLock()) {
         _PyTraceMalloc_WaitForeign();
     }
 }
